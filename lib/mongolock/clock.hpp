@@ -1,0 +1,48 @@
+// The server's clock, as seen from this host. Every stored time (acquired_at, expires_at, renewed_at)
+// is on the server's clock, so a host whose wall clock is off can neither steal a live lock nor keep an
+// expired one.
+#pragma once
+
+#include <mongolock/duration.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace mongolock {
+
+// A point in time on the server's clock, UTC, millisecond resolution (BSON dates are milliseconds).
+using ServerTime = std::chrono::time_point<std::chrono::system_clock, Millis>;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Maps this host's monotonic clock onto the server's wall clock. Built once from one observation of the
+// server's time (hello's localTime) and then advanced with std::chrono::steady_clock, which wall-clock
+// steps on this host (NTP, a wrong date, libfaketime offsets) do not move.
+class ServerClock {
+public:
+  // `server_time` is the localTime of a hello reply that arrived at local monotonic time `received_at`
+  // after a round trip of `round_trip` (milliseconds). The server stamped it about half a round trip
+  // before it arrived, so the estimate is server_time + round_trip / 2 at `received_at`, with an error of
+  // at most round_trip / 2 plus the 1ms resolution of localTime.
+  ServerClock(ServerTime server_time, Millis round_trip, SteadyTime received_at);
+
+  // The server's time at local monotonic time `t`.
+  [[nodiscard]] ServerTime at(SteadyTime t) const;
+  // The local monotonic time at which the server's clock reads `t` (the inverse of at()).
+  [[nodiscard]] SteadyTime local_at(ServerTime t) const { return m_anchor + (t - m_server_at_anchor); }
+  // The server's time now.
+  [[nodiscard]] ServerTime now() const { return at(std::chrono::steady_clock::now()); }
+  // How far the server's clock is ahead of this host's wall clock (negative: behind), now.
+  [[nodiscard]] Millis offset_from_local_wall_clock() const;
+  // The round trip of the observation; the estimate is good to about half of it.
+  [[nodiscard]] Millis round_trip() const { return m_round_trip; }
+
+private:
+  ServerTime m_server_at_anchor;
+  SteadyTime m_anchor;
+  Millis m_round_trip;
+};
+
+// Formats a server time as ISO 8601 UTC with milliseconds: "2026-11-21T23:59:01.123Z".
+[[nodiscard]] std::string format_time(ServerTime t);
+
+} // namespace mongolock

@@ -1,0 +1,21 @@
+// Durations as users write them: "500ms", "30s", "10m", "1h", "1h30m", "1.5s".
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace mongolock {
+
+using Millis = std::chrono::milliseconds;
+
+// Parses a duration made of one or more <number><unit> parts, units ms, s, m, h, d (e.g. "1h30m",
+// "2.5s"). A bare number is refused (the unit is never guessed). Returns milliseconds, which must be
+// positive and at most 365 days. Throws Error (exit 64) naming `what` (e.g. "--ttl") on bad input.
+[[nodiscard]] Millis parse_duration(std::string_view text, std::string_view what);
+
+// Formats a duration for people: "850ms", "12s", "2.5s", "4m05s", "1h02m", "3d04h". Negative values get a
+// leading '-'. Exact to the shown unit (rounded down).
+[[nodiscard]] std::string format_duration(Millis d);
+
+} // namespace mongolock

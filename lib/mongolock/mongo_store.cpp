@@ -1,0 +1,479 @@
+// The only file that speaks libmongoc. Driver calls return bool + bson_error_t; this file turns
+// failures into Error (exit 69) with the operation named and the URI's password redacted.
+#include <mongolock/error.hpp>
+#include <mongolock/mongo_store.hpp>
+#include <mongolock/uri.hpp>
+
+#include <mongoc/mongoc.h>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+namespace mongolock {
+
+namespace {
+
+// --- RAII wrappers -------------------------------------------------------------------------------
+
+template <auto Destroy> struct Deleter {
+  template <typename T> void operator()(T* p) const noexcept { Destroy(p); }
+};
+using UriPtr = std::unique_ptr<mongoc_uri_t, Deleter<mongoc_uri_destroy>>;
+using ClientPtr = std::unique_ptr<mongoc_client_t, Deleter<mongoc_client_destroy>>;
+using CollectionPtr = std::unique_ptr<mongoc_collection_t, Deleter<mongoc_collection_destroy>>;
+using CursorPtr = std::unique_ptr<mongoc_cursor_t, Deleter<mongoc_cursor_destroy>>;
+using WriteConcernPtr = std::unique_ptr<mongoc_write_concern_t, Deleter<mongoc_write_concern_destroy>>;
+using ServerDescriptionPtr = std::unique_ptr<mongoc_server_description_t, Deleter<mongoc_server_description_destroy>>;
+using ApmCallbacksPtr = std::unique_ptr<mongoc_apm_callbacks_t, Deleter<mongoc_apm_callbacks_destroy>>;
+
+// A driver out-parameter document; the driver (re)initializes it, we always destroy it.
+class Reply {
+public:
+  Reply() { bson_init(&m_doc); }
+  ~Reply() { bson_destroy(&m_doc); }
+  Reply(const Reply&) = delete;
+  Reply& operator=(const Reply&) = delete;
+  bson_t* get() { return &m_doc; }
+
+  // An integer field of the reply (int32, int64 or double), or 0 when absent.
+  [[nodiscard]] std::int64_t integer(const char* key) const {
+    bson_iter_t it;
+    return bson_iter_init_find(&it, &m_doc, key) && BSON_ITER_HOLDS_NUMBER(&it) ? bson_iter_as_int64(&it) : 0;
+  }
+
+private:
+  bson_t m_doc;
+};
+
+// An owned heap document (bson_new). A class rather than unique_ptr<bson_t>: bson_t's alignment
+// attribute does not survive as a template argument.
+class Bson {
+public:
+  Bson() : m_doc(bson_new()) {}
+  ~Bson() { bson_destroy(m_doc); }
+  Bson(const Bson&) = delete;
+  Bson& operator=(const Bson&) = delete;
+  [[nodiscard]] bson_t* get() const { return m_doc; }
+
+private:
+  bson_t* m_doc;
+};
+
+// --- driver set-up ----------------------------------------------------------------------------------
+
+const Log* g_driver_log = nullptr; // the log driver messages go to (debug level only)
+std::mutex g_driver_log_mutex;
+
+void driver_log_handler(mongoc_log_level_t level, const char* domain, const char* message, void*) {
+  std::lock_guard lock(g_driver_log_mutex);
+  if (g_driver_log != nullptr && level <= MONGOC_LOG_LEVEL_INFO) {
+    g_driver_log->debug(fmt::format("driver {}: {}", domain, message));
+  }
+}
+
+// mongoc_init() once per process, mongoc_cleanup() at exit.
+void init_driver(const Log& log) {
+  static const struct Init {
+    Init() {
+      mongoc_init();
+      mongoc_log_set_handler(driver_log_handler, nullptr);
+    }
+    ~Init() { mongoc_cleanup(); }
+  } init;
+  std::lock_guard lock(g_driver_log_mutex);
+  g_driver_log = &log;
+}
+
+// --- conversions ----------------------------------------------------------------------------------
+
+std::int64_t to_bson_date(ServerTime t) { return t.time_since_epoch().count(); }
+ServerTime from_bson_date(std::int64_t ms) { return ServerTime(Millis(ms)); }
+
+bool parse_oid(std::string_view hex, bson_oid_t& oid) {
+  const std::string s(hex);
+  if (!bson_oid_is_valid(s.c_str(), s.size())) return false;
+  bson_oid_init_from_string(&oid, s.c_str());
+  return true;
+}
+
+// Appends `_id: ObjectId(id)`; ids not written by mongolock (not ObjectIds) are matched as strings.
+void append_id(bson_t* doc, std::string_view id) {
+  bson_oid_t oid;
+  if (parse_oid(id, oid)) {
+    BSON_APPEND_OID(doc, "_id", &oid);
+  } else {
+    bson_append_utf8(doc, "_id", 3, id.data(), static_cast<int>(id.size()));
+  }
+}
+
+void append_string(bson_t* doc, const char* key, std::string_view value) {
+  bson_append_utf8(doc, key, -1, value.data(), static_cast<int>(value.size()));
+}
+
+void to_bson(const LockRecord& lock, bson_t* doc) {
+  append_id(doc, lock.id);
+  append_string(doc, "program", lock.program);
+  append_string(doc, "process", lock.process);
+  append_string(doc, "token", lock.token);
+  BSON_APPEND_DATE_TIME(doc, "acquired_at", to_bson_date(lock.acquired_at));
+  BSON_APPEND_DATE_TIME(doc, "expires_at", to_bson_date(lock.expires_at));
+  BSON_APPEND_DATE_TIME(doc, "renewed_at", to_bson_date(lock.renewed_at));
+  BSON_APPEND_INT64(doc, "ttl_ms", lock.ttl.count());
+  append_string(doc, "host", lock.host);
+  append_string(doc, "user", lock.user);
+  if (!lock.command.empty()) append_string(doc, "command", lock.command);
+  if (lock.fence) BSON_APPEND_INT64(doc, "fence", *lock.fence);
+}
+
+std::string iter_string(const bson_iter_t& it) {
+  if (BSON_ITER_HOLDS_UTF8(&it)) {
+    std::uint32_t len = 0;
+    const char* s = bson_iter_utf8(&it, &len);
+    return std::string(s, len);
+  }
+  return {};
+}
+
+// Reads a lock document; fields of unexpected types are left at their defaults.
+LockRecord from_bson(const bson_t* doc) {
+  LockRecord lock;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, doc)) return lock;
+  while (bson_iter_next(&it)) {
+    const std::string_view key = bson_iter_key(&it);
+    if (key == "_id") {
+      if (BSON_ITER_HOLDS_OID(&it)) {
+        char hex[25];
+        bson_oid_to_string(bson_iter_oid(&it), hex);
+        lock.id = hex;
+      } else {
+        lock.id = iter_string(it);
+      }
+    } else if (key == "program") {
+      lock.program = iter_string(it);
+    } else if (key == "process") {
+      lock.process = iter_string(it);
+    } else if (key == "token") {
+      lock.token = iter_string(it);
+    } else if (key == "host") {
+      lock.host = iter_string(it);
+    } else if (key == "user") {
+      lock.user = iter_string(it);
+    } else if (key == "command") {
+      lock.command = iter_string(it);
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "acquired_at") {
+      lock.acquired_at = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "expires_at") {
+      lock.expires_at = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "renewed_at") {
+      lock.renewed_at = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "ttl_ms") {
+      lock.ttl = Millis(bson_iter_as_int64(&it));
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "fence") {
+      lock.fence = bson_iter_as_int64(&it);
+    }
+  }
+  return lock;
+}
+
+// Command monitoring (APM): counts commands by name for the benchmark and logs them with -v.
+struct CommandMonitor {
+  const Log& log;
+  std::map<std::string, int> counts;
+
+  // "2 (createIndexes 1, insert 1)"
+  [[nodiscard]] std::string summary() const {
+    int total = 0;
+    std::string parts;
+    for (const auto& [name, count] : counts) {
+      total += count;
+      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, count);
+    }
+    return fmt::format("{} ({})", total, parts);
+  }
+};
+
+void on_command_started(const mongoc_apm_command_started_t* event) {
+  auto* monitor = static_cast<CommandMonitor*>(mongoc_apm_command_started_get_context(event));
+  const std::string name = mongoc_apm_command_started_get_command_name(event);
+  ++monitor->counts[name];
+  monitor->log.debugf("command {} sent", name);
+}
+
+void on_command_succeeded(const mongoc_apm_command_succeeded_t* event) {
+  auto* monitor = static_cast<CommandMonitor*>(mongoc_apm_command_succeeded_get_context(event));
+  monitor->log.debugf("command {} succeeded in {:.1f}ms", mongoc_apm_command_succeeded_get_command_name(event),
+                      static_cast<double>(mongoc_apm_command_succeeded_get_duration(event)) / 1000.0);
+}
+
+void on_command_failed(const mongoc_apm_command_failed_t* event) {
+  auto* monitor = static_cast<CommandMonitor*>(mongoc_apm_command_failed_get_context(event));
+  bson_error_t error;
+  mongoc_apm_command_failed_get_error(event, &error);
+  monitor->log.debugf("command {} failed in {:.1f}ms: {}", mongoc_apm_command_failed_get_command_name(event),
+                      static_cast<double>(mongoc_apm_command_failed_get_duration(event)) / 1000.0, error.message);
+}
+
+std::int32_t to_int32_ms(Millis d) { return static_cast<std::int32_t>(std::min<Millis::rep>(d.count(), INT32_MAX)); }
+
+} // namespace
+
+// --- the store ------------------------------------------------------------------------------------
+
+struct MongoStore::Impl {
+  StoreConfig config;
+  const Log& log;
+  std::string namespace_name; // "db.collection", for messages
+  CommandMonitor monitor;     // before the client: destroying the client may still send commands
+  UriPtr uri;
+  ClientPtr client;
+  CollectionPtr collection;
+  Bson write_opts; // {writeConcern: {w: "majority", j: true, wtimeout}}
+  std::optional<ServerClock> clock;
+  std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
+
+  Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
+  ~Impl() {
+    collection.reset();
+    client.reset(); // may send endSessions, which is counted too
+    if (config.count_commands) log.diagnostic(fmt::format("server commands: {}", monitor.summary()));
+  }
+
+  [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
+    throw unavailable_error(
+        scrub_secrets(fmt::format("{} on {} failed: {}", what, namespace_name, error.message), config.uri));
+  }
+
+  // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
+  // the handshake on first use, then the driver's periodic server checks (heartbeatFrequencyMS).
+  void refresh_clock();
+};
+
+MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::make_unique<Impl>(config, log)) {
+  init_driver(log);
+  auto& impl = *m_impl;
+  impl.namespace_name = fmt::format("{}.{}", config.database, config.collection);
+  bson_error_t error;
+  impl.uri.reset(mongoc_uri_new_with_error(config.uri.c_str(), &error));
+  if (!impl.uri) {
+    throw usage_error(
+        scrub_secrets(fmt::format("invalid --uri '{}': {}; expected mongodb://[user:password@]host[:port][/?options]",
+                                  redact_uri(config.uri), error.message),
+                      config.uri));
+  }
+  mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, to_int32_ms(config.connect_timeout));
+  mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+                                 to_int32_ms(config.connect_timeout));
+  mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, to_int32_ms(config.operation_timeout));
+  if (mongoc_uri_get_appname(impl.uri.get()) == nullptr) mongoc_uri_set_appname(impl.uri.get(), "mongolock");
+
+  impl.client.reset(mongoc_client_new_from_uri_with_error(impl.uri.get(), &error));
+  if (!impl.client) {
+    throw usage_error(
+        scrub_secrets(fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), error.message), config.uri));
+  }
+  mongoc_client_set_error_api(impl.client.get(), MONGOC_ERROR_API_VERSION_2);
+  if (config.count_commands || log.verbosity() == Verbosity::verbose) {
+    ApmCallbacksPtr callbacks(mongoc_apm_callbacks_new());
+    mongoc_apm_set_command_started_cb(callbacks.get(), on_command_started);
+    mongoc_apm_set_command_succeeded_cb(callbacks.get(), on_command_succeeded);
+    mongoc_apm_set_command_failed_cb(callbacks.get(), on_command_failed);
+    mongoc_client_set_apm_callbacks(impl.client.get(), callbacks.get(), &impl.monitor);
+  }
+  impl.collection.reset(
+      mongoc_client_get_collection(impl.client.get(), config.database.c_str(), config.collection.c_str()));
+
+  WriteConcernPtr write_concern(mongoc_write_concern_new());
+  mongoc_write_concern_set_wmajority(write_concern.get(),
+                                     static_cast<std::int32_t>(to_int32_ms(config.operation_timeout)));
+  mongoc_write_concern_set_journal(write_concern.get(), true);
+  mongoc_write_concern_append(write_concern.get(), impl.write_opts.get());
+}
+
+MongoStore::~MongoStore() = default;
+
+std::string MongoStore::command_summary() const { return m_impl->monitor.summary(); }
+
+void MongoStore::Impl::refresh_clock() {
+  bson_error_t error;
+  const auto started = std::chrono::steady_clock::now();
+  ServerDescriptionPtr server(mongoc_client_select_server(client.get(), true, nullptr, &error));
+  const auto selected = std::chrono::steady_clock::now();
+  if (!server) {
+    throw unavailable_error(
+        scrub_secrets(fmt::format("cannot reach MongoDB at {}: {}; check --uri and that the server is up",
+                                  redact_uri(config.uri), error.message),
+                      config.uri));
+  }
+  const bson_t* hello = mongoc_server_description_hello_response(server.get());
+  bson_iter_t it;
+  std::int64_t local_time = 0;
+  if (bson_iter_init_find(&it, hello, "localTime") && BSON_ITER_HOLDS_DATE_TIME(&it)) {
+    local_time = bson_iter_date_time(&it);
+  }
+  if (local_time != 0 && local_time == clock_hello_time) return; // no newer hello: keep the clock
+  auto round_trip = Millis(mongoc_server_description_round_trip_time(server.get()));
+  if (round_trip < Millis(0)) round_trip = std::chrono::duration_cast<Millis>(selected - started);
+  if (local_time == 0) {
+    // The handshake reply lacks localTime: ask the server once, timing the round trip ourselves.
+    Reply reply;
+    Bson command;
+    BSON_APPEND_INT32(command.get(), "hello", 1);
+    const auto sent = std::chrono::steady_clock::now();
+    if (!mongoc_client_command_simple(client.get(), "admin", command.get(), nullptr, reply.get(), &error)) {
+      fail("hello", error);
+    }
+    const auto received = std::chrono::steady_clock::now();
+    if (!bson_iter_init_find(&it, reply.get(), "localTime") || !BSON_ITER_HOLDS_DATE_TIME(&it)) {
+      throw unavailable_error("the server's hello reply has no localTime; mongolock needs the server's clock");
+    }
+    clock.emplace(from_bson_date(bson_iter_date_time(&it)), std::chrono::duration_cast<Millis>(received - sent),
+                  received);
+    clock_hello_time = 0;
+  } else {
+    clock.emplace(from_bson_date(local_time), round_trip, selected);
+    clock_hello_time = local_time;
+  }
+  log.debugf("server {} selected; server clock {} ({} from this host's clock, round trip {})",
+             mongoc_server_description_host(server.get())->host_and_port, format_time(clock->now()),
+             format_duration(clock->offset_from_local_wall_clock()), format_duration(clock->round_trip()));
+}
+
+const ServerClock& MongoStore::clock() {
+  m_impl->refresh_clock(); // no round trip unless the driver's server check is due
+  return *m_impl->clock;
+}
+
+void MongoStore::ensure_indexes() {
+  auto& impl = *m_impl;
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "createIndexes", impl.config.collection.c_str());
+  bson_t indexes, index, key;
+  BSON_APPEND_ARRAY_BEGIN(command.get(), "indexes", &indexes);
+  BSON_APPEND_DOCUMENT_BEGIN(&indexes, "0", &index);
+  BSON_APPEND_DOCUMENT_BEGIN(&index, "key", &key);
+  BSON_APPEND_INT32(&key, "program", 1);
+  bson_append_document_end(&index, &key);
+  BSON_APPEND_UTF8(&index, "name", "program_1");
+  BSON_APPEND_BOOL(&index, "unique", true);
+  bson_append_document_end(&indexes, &index);
+  bson_append_array_end(command.get(), &indexes);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
+                                                 reply.get(), &error)) {
+    impl.fail("createIndexes (unique index on program)", error);
+  }
+}
+
+bool MongoStore::insert(LockRecord& lock) {
+  auto& impl = *m_impl;
+  if (lock.id.empty()) {
+    bson_oid_t oid;
+    bson_oid_init(&oid, nullptr);
+    char hex[25];
+    bson_oid_to_string(&oid, hex);
+    lock.id = hex;
+  }
+  Bson doc;
+  to_bson(lock, doc.get());
+  Reply reply;
+  bson_error_t error;
+  if (mongoc_collection_insert_one(impl.collection.get(), doc.get(), impl.write_opts.get(), reply.get(), &error)) {
+    return true;
+  }
+  if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false; // MongoDB error 11000: duplicate key
+  impl.fail(fmt::format("insert of lock '{}'", lock.program), error);
+}
+
+std::int64_t MongoStore::purge_expired(std::string_view program, ServerTime expired_at_or_before) {
+  auto& impl = *m_impl;
+  Bson selector;
+  append_string(selector.get(), "program", program);
+  bson_t range;
+  BSON_APPEND_DOCUMENT_BEGIN(selector.get(), "expires_at", &range);
+  BSON_APPEND_DATE_TIME(&range, "$lte", to_bson_date(expired_at_or_before));
+  bson_append_document_end(selector.get(), &range);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_delete_one(impl.collection.get(), selector.get(), impl.write_opts.get(), reply.get(),
+                                    &error)) {
+    impl.fail(fmt::format("purge of expired lock '{}'", program), error);
+  }
+  return reply.integer("deletedCount");
+}
+
+std::int64_t MongoStore::remove(const LockSelector& which) {
+  auto& impl = *m_impl;
+  Bson selector;
+  if (which.id) append_id(selector.get(), *which.id);
+  append_string(selector.get(), "program", which.program);
+  if (which.token) append_string(selector.get(), "token", *which.token);
+  if (which.process) append_string(selector.get(), "process", *which.process);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_delete_one(impl.collection.get(), selector.get(), impl.write_opts.get(), reply.get(),
+                                    &error)) {
+    impl.fail(fmt::format("delete of lock '{}'", which.program), error);
+  }
+  return reply.integer("deletedCount");
+}
+
+std::int64_t MongoStore::renew(std::string_view id, std::string_view token, ServerTime expires_at,
+                               ServerTime renewed_at, Millis ttl) {
+  auto& impl = *m_impl;
+  Bson selector;
+  append_id(selector.get(), id);
+  append_string(selector.get(), "token", token);
+  Bson update;
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
+  BSON_APPEND_DATE_TIME(&set, "renewed_at", to_bson_date(renewed_at));
+  BSON_APPEND_INT64(&set, "ttl_ms", ttl.count());
+  bson_append_document_end(update.get(), &set);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_update_one(impl.collection.get(), selector.get(), update.get(), impl.write_opts.get(),
+                                    reply.get(), &error)) {
+    impl.fail("renewal of the lease", error);
+  }
+  return reply.integer("matchedCount");
+}
+
+std::optional<LockRecord> MongoStore::find(std::string_view program) {
+  auto& impl = *m_impl;
+  Bson filter;
+  append_string(filter.get(), "program", program);
+  Bson opts;
+  BSON_APPEND_INT64(opts.get(), "limit", 1);
+  CursorPtr cursor(mongoc_collection_find_with_opts(impl.collection.get(), filter.get(), opts.get(), nullptr));
+  const bson_t* doc = nullptr;
+  std::optional<LockRecord> found;
+  if (mongoc_cursor_next(cursor.get(), &doc)) found = from_bson(doc);
+  bson_error_t error;
+  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail(fmt::format("find of lock '{}'", program), error);
+  return found;
+}
+
+std::vector<LockRecord> MongoStore::list() {
+  auto& impl = *m_impl;
+  Bson filter;
+  Bson opts;
+  bson_t sort;
+  BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "sort", &sort);
+  BSON_APPEND_INT32(&sort, "program", 1);
+  bson_append_document_end(opts.get(), &sort);
+  CursorPtr cursor(mongoc_collection_find_with_opts(impl.collection.get(), filter.get(), opts.get(), nullptr));
+  std::vector<LockRecord> locks;
+  const bson_t* doc = nullptr;
+  while (mongoc_cursor_next(cursor.get(), &doc))
+    locks.push_back(from_bson(doc));
+  bson_error_t error;
+  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail("listing of locks", error);
+  return locks;
+}
+
+} // namespace mongolock

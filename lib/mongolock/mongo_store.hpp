@@ -1,0 +1,51 @@
+// The MongoDB lock store. mongoc_* and bson_t stay inside mongo_store.cpp, behind RAII wrappers.
+#pragma once
+
+#include <mongolock/lock_store.hpp>
+#include <mongolock/log.hpp>
+
+#include <memory>
+
+namespace mongolock {
+
+struct StoreConfig {
+  std::string uri = "mongodb://127.0.0.1:27017";
+  std::string database = "mongolock";
+  std::string collection = "locks";
+  Millis connect_timeout{5000};     // bounds TCP connect and server selection (connectTimeoutMS,
+                                    // serverSelectionTimeoutMS)
+  Millis operation_timeout{10'000}; // bounds each command: socketTimeoutMS and the write concern's wtimeout
+  bool count_commands = false;      // count commands by name (command monitoring) and print them at the end
+};
+
+// A LockStore on one MongoDB deployment. Every write uses write concern {w: "majority", j: true}: a w:1
+// write can be rolled back on failover and hand the lock to two holders. Not thread-safe: use it from one
+// thread at a time (run hands it to its heartbeat thread and takes it back afterwards).
+class MongoStore final : public LockStore {
+public:
+  // Parses and checks the URI and options; connects lazily, on first use. Throws Error (exit 64) for an
+  // invalid URI, naming it with the password redacted.
+  MongoStore(const StoreConfig& config, const Log& log);
+  ~MongoStore() override;
+  MongoStore(const MongoStore&) = delete;
+  MongoStore& operator=(const MongoStore&) = delete;
+
+  const ServerClock& clock() override;
+  void ensure_indexes() override;
+  [[nodiscard]] bool insert(LockRecord& lock) override;
+  [[nodiscard]] std::int64_t purge_expired(std::string_view program, ServerTime expired_at_or_before) override;
+  [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
+  [[nodiscard]] std::int64_t renew(std::string_view id, std::string_view token, ServerTime expires_at,
+                                   ServerTime renewed_at, Millis ttl) override;
+  [[nodiscard]] std::optional<LockRecord> find(std::string_view program) override;
+  [[nodiscard]] std::vector<LockRecord> list() override;
+
+  // Commands sent so far (counted only with StoreConfig::count_commands), e.g. "2 (createIndexes 1, insert 1)".
+  [[nodiscard]] std::string command_summary() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace mongolock

@@ -1,0 +1,237 @@
+#include <mongolock/error.hpp>
+#include <mongolock/supervisor.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <thread>
+#include <unistd.h>
+
+namespace mongolock {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A file descriptor closed on destruction.
+class Fd {
+public:
+  explicit Fd(int fd) : m_fd(fd) {}
+  ~Fd() {
+    if (m_fd >= 0) close(m_fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  [[nodiscard]] int get() const { return m_fd; }
+
+private:
+  int m_fd;
+};
+
+// Renews the lease on its own thread. The lease counts as held until renew_deadline after the send time
+// of the last successful renewal; the thread never sends a renewal past that deadline, and it accepts a
+// reply only if it arrived before the previous lease ran out (a later reply may describe a write the server
+// applied after another holder had taken over).
+class Heartbeat {
+public:
+  Heartbeat(Locker& locker, LockRecord& lock, const LeaseTiming& timing, const Log& log)
+      : m_locker(locker), m_lock(lock), m_timing(timing), m_log(log), m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+        m_last_success_sent(locker.store().clock().local_at(lock.renewed_at)) {
+    if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
+    m_thread = std::thread([this] { loop(); });
+  }
+
+  ~Heartbeat() { stop(); }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  void stop() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+    if (m_thread.joinable()) m_thread.join();
+  }
+
+  // When the lease counts as lost unless a renewal succeeds first.
+  [[nodiscard]] SteadyTime deadline() const {
+    std::lock_guard lock(m_mutex);
+    return m_last_success_sent + m_timing.renew_deadline;
+  }
+
+  // Non-empty once a renewal found the lease gone: the reason.
+  [[nodiscard]] std::string gone() const {
+    std::lock_guard lock(m_mutex);
+    return m_gone;
+  }
+
+  // Marks the lease lost (the deadline passed): no renewal is sent after this.
+  void give_up() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+  }
+
+  // Readable when gone() changed.
+  [[nodiscard]] int wake_fd() const { return m_wake.get(); }
+
+private:
+  void loop() {
+    auto next = m_last_success_sent + m_timing.renew_interval;
+    const auto retry_delay = std::clamp(m_timing.renew_interval / 4, Millis(100), Millis(2000));
+    for (;;) {
+      SteadyTime last_sent;
+      {
+        std::unique_lock lock(m_mutex);
+        m_cv.wait_until(lock, next, [this] { return m_stop; });
+        if (m_stop) return;
+        last_sent = m_last_success_sent;
+      }
+      const auto sent = Clock::now();
+      if (sent >= last_sent + m_timing.renew_deadline) return; // too late to renew: the lease is lost
+      try {
+        if (!m_locker.renew(m_lock, m_timing.ttl, sent)) {
+          report_gone("the lock document is gone (expired and taken over, or broken with 'mongolock break')");
+          return;
+        }
+        const auto received = Clock::now();
+        if (received >= last_sent + m_timing.ttl) {
+          m_log.warning(fmt::format("lease renewal answered after {}, too late to count",
+                                    format_duration(std::chrono::duration_cast<Millis>(received - sent))));
+          next = Clock::now() + retry_delay;
+          continue;
+        }
+        std::lock_guard lock(m_mutex);
+        m_last_success_sent = sent;
+        next = sent + m_timing.renew_interval;
+        m_log.debugf("lease renewed until {}", format_time(m_lock.expires_at));
+      } catch (const Error& e) {
+        m_log.warning(fmt::format("lease renewal failed, retrying: {}", e.what()));
+        next = Clock::now() + retry_delay;
+      }
+    }
+  }
+
+  void report_gone(const std::string& reason) {
+    {
+      std::lock_guard lock(m_mutex);
+      m_gone = reason;
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = write(m_wake.get(), &one, sizeof one);
+  }
+
+  Locker& m_locker;
+  LockRecord& m_lock;
+  const LeaseTiming m_timing;
+  const Log& m_log;
+  Fd m_wake;
+  mutable std::mutex m_mutex;
+  std::condition_variable m_cv;
+  bool m_stop = false;
+  std::string m_gone;
+  SteadyTime m_last_success_sent;
+  std::thread m_thread;
+};
+
+int poll_timeout_ms(SteadyTime now, SteadyTime until) {
+  const auto ms = std::chrono::ceil<Millis>(until - now).count();
+  return static_cast<int>(std::clamp<Millis::rep>(ms, 0, 60'000));
+}
+
+} // namespace
+
+RunOutcome supervise(Locker& locker, LockRecord& lock, Child& child, const SignalBlock& signals,
+                     const RunPolicy& policy, const Log& log) {
+  Fd signal_fd(signalfd(-1, &signals.blocked(), SFD_CLOEXEC | SFD_NONBLOCK));
+  if (signal_fd.get() < 0) throw internal_error(fmt::format("signalfd failed: {}", std::strerror(errno)));
+  Heartbeat heartbeat(locker, lock, policy.lease, log);
+
+  RunOutcome outcome;
+  const auto started = Clock::now();
+  const auto timeout_at = policy.timeout ? started + *policy.timeout : SteadyTime::max();
+  std::optional<SteadyTime> kill_at;
+  const auto stop_command = [&](Millis grace) {
+    child.signal(SIGTERM);
+    const auto at = Clock::now() + grace;
+    kill_at = kill_at ? std::min(*kill_at, at) : at;
+  };
+
+  for (;;) {
+    if (const auto status = child.try_wait()) {
+      outcome.command_status = *status;
+      break;
+    }
+    const auto now = Clock::now();
+    if (!outcome.lease_lost) {
+      auto reason = heartbeat.gone();
+      if (reason.empty() && now >= heartbeat.deadline()) {
+        reason = fmt::format("no renewal succeeded within {}", format_duration(policy.lease.renew_deadline));
+      }
+      if (!reason.empty()) {
+        outcome.lease_lost = true;
+        heartbeat.give_up();
+        switch (policy.on_lost) {
+        case OnLost::term:
+          log.error(fmt::format("lease on '{}' lost: {}; stopping the command (SIGTERM, SIGKILL after {})",
+                                lock.program, reason, format_duration(policy.lease.kill_grace)));
+          stop_command(policy.lease.kill_grace);
+          break;
+        case OnLost::kill:
+          log.error(fmt::format("lease on '{}' lost: {}; killing the command", lock.program, reason));
+          child.signal(SIGKILL);
+          break;
+        case OnLost::ignore:
+          log.error(fmt::format("lease on '{}' lost: {}; the command keeps running (--on-lost ignore) and may "
+                                "overlap another holder",
+                                lock.program, reason));
+          break;
+        }
+      }
+    }
+    if (!outcome.timed_out && now >= timeout_at) {
+      outcome.timed_out = true;
+      log.error(fmt::format("command ran longer than --timeout {}; stopping it (SIGTERM, SIGKILL after {})",
+                            format_duration(*policy.timeout), format_duration(policy.kill_after)));
+      stop_command(policy.kill_after);
+    }
+    if (kill_at && now >= *kill_at) {
+      log.info("command still running after SIGTERM; sending SIGKILL");
+      child.signal(SIGKILL);
+      kill_at.reset();
+    }
+
+    auto wake_at = now + Millis(60'000);
+    if (!outcome.lease_lost) wake_at = std::min(wake_at, heartbeat.deadline());
+    if (kill_at) wake_at = std::min(wake_at, *kill_at);
+    if (!outcome.timed_out) wake_at = std::min(wake_at, timeout_at);
+    pollfd fds[2] = {{signal_fd.get(), POLLIN, 0}, {heartbeat.wake_fd(), POLLIN, 0}};
+    if (poll(fds, 2, poll_timeout_ms(now, wake_at)) < 0 && errno != EINTR) {
+      throw internal_error(fmt::format("poll failed: {}", std::strerror(errno)));
+    }
+    signalfd_siginfo info{};
+    while (read(signal_fd.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      const int signo = static_cast<int>(info.ssi_signo);
+      if (signo == SIGCHLD || signo == SIGTTOU || signo == SIGTTIN) continue;
+      log.debugf("forwarding signal {} ({}) to the command", signo, sigabbrev_np(signo));
+      child.signal(signo);
+    }
+    std::uint64_t counter = 0;
+    [[maybe_unused]] const auto n = read(heartbeat.wake_fd(), &counter, sizeof counter);
+  }
+  heartbeat.stop();
+  return outcome;
+}
+
+} // namespace mongolock

@@ -1,0 +1,41 @@
+// Lease supervision for `run`: renews the lease on a heartbeat thread while the command runs, forwards
+// signals, enforces --timeout, and stops the command before a lost lease could let another holder in.
+#pragma once
+
+#include <mongolock/lease.hpp>
+#include <mongolock/locker.hpp>
+#include <mongolock/process.hpp>
+
+#include <optional>
+
+namespace mongolock {
+
+// What a lost lease does to the command: SIGTERM then SIGKILL after the kill grace (term), SIGKILL at
+// once (kill), or nothing but a warning (ignore: the command may then overlap another holder's).
+enum class OnLost { term, kill, ignore };
+
+struct RunPolicy {
+  LeaseTiming lease;
+  OnLost on_lost = OnLost::term;
+  std::optional<Millis> timeout; // --timeout: stop the command after this long, exit 124
+  Millis kill_after{5000};       // --kill-after: SIGTERM to SIGKILL for --timeout
+};
+
+// How a supervised run ended.
+struct RunOutcome {
+  int command_status = 0;  // the command's exit code (128+N when killed by signal N)
+  bool lease_lost = false; // the lease was lost while the command ran
+  bool timed_out = false;  // --timeout stopped the command
+};
+
+// Supervises `child` while it holds `lock`: a heartbeat thread renews the lease every
+// policy.lease.renew_interval (sooner after a failure); when no renewal has succeeded for renew_deadline
+// since the last successful one was sent, or a renewal finds the lease gone, the lease is lost and
+// policy.on_lost applies. Signals in forwarded_signals() are forwarded to the command's process group.
+// Returns when the command has ended (it is always reaped) and the heartbeat has stopped; does not
+// release the lock. `signals` must be the block created before the heartbeat thread and the child.
+// The locker's store is used only by the heartbeat thread until this returns.
+[[nodiscard]] RunOutcome supervise(Locker& locker, LockRecord& lock, Child& child, const SignalBlock& signals,
+                                   const RunPolicy& policy, const Log& log);
+
+} // namespace mongolock
