@@ -4,19 +4,26 @@
 #include <mongolock/lock_name.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/process.hpp>
+#include <mongolock/report.hpp>
 #include <mongolock/token.hpp>
+#include <mongolock/uri.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <syslog.h>
+#include <thread>
 #include <unistd.h>
 
 namespace mongolock {
 
 namespace {
 
-// The holder identity of acquire and release: the calling process (the shell that runs mongolock), so
-// that `mongolock acquire x` and a later `mongolock release x` in one script name the same holder.
+constexpr int k_max_slots = 1000;
+constexpr Millis k_gc_expire_after{24 * 3600 * 1000}; // init: the TTL index deletes a day after expiry
+
+// The holder identity of acquire, release and renew: the calling process (the shell that runs
+// mongolock), so that `mongolock acquire x` and a later `mongolock release x` in one script match.
 std::string caller_identity(const std::optional<std::string>& override_process) {
   if (override_process) {
     if (override_process->empty()) throw usage_error("--process is empty; give a holder such as host:1234");
@@ -25,43 +32,117 @@ std::string caller_identity(const std::optional<std::string>& override_process) 
   return holder_identity(getppid());
 }
 
-AcquireRequest make_request(const GlobalOptions& global, std::string name, std::string process, Millis ttl) {
-  return AcquireRequest{std::move(name), std::move(process), user_name(), ttl, global.takeover_grace, {}};
+void validate_take(const TakeOptions& take) {
+  if (take.slots < 1 || take.slots > k_max_slots) {
+    throw usage_error(fmt::format("--slots {} is out of range; give 1 to {}", take.slots, k_max_slots));
+  }
 }
 
-int report_held(const GlobalOptions& global, Locker& locker, const std::string& name, const Log& log) {
-  const auto holder = locker.holder(name);
-  // The holder may have released in between; the name was held when we tried, so it still counts as held.
-  log.info(holder ? fmt::format("lock '{}' is {}", name, locker.describe_holder(*holder))
-                  : fmt::format("lock '{}' is held (its holder released it just now; try again)", name));
+void validate_token(const std::optional<std::string>& token) {
+  if (token && !is_valid_token(*token)) {
+    throw usage_error(
+        fmt::format("--token '{}' is not a mongolock token (32 hex digits, as printed by acquire)", *token));
+  }
+}
+
+AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take, std::string name, std::string process,
+                            Millis ttl) {
+  AcquireRequest request;
+  request.name = std::move(name);
+  request.process = std::move(process);
+  request.user = user_name();
+  request.ttl = ttl;
+  request.takeover_grace = global.takeover_grace;
+  request.min_hold = take.min_hold;
+  request.slots = take.slots;
+  request.fence = take.fence;
+  return request;
+}
+
+WaitPolicy wait_policy(const TakeOptions& take) { return WaitPolicy{take.wait, Millis(50), Millis(1000)}; }
+
+std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
+  const auto now = locker.store().clock().now();
+  std::vector<LockView> out;
+  for (auto& lock : locks) {
+    auto alive = holder_alive_here(lock.process);
+    out.push_back(LockView{std::move(lock), now, alive});
+  }
+  return out;
+}
+
+int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log) {
+  if (outcome.interrupted) return k_exit_held; // the caller handles the signal
+  const auto holders = locker.holders(outcome.held);
+  if (holders.empty()) {
+    // The holder released between our attempt and this read; the name was held when we tried.
+    log.info(fmt::format("lock '{}' is held (its holder released it just now; try again)", outcome.held));
+  } else if (holders.size() == 1 && holders.front().slot == 0) {
+    log.info(fmt::format("lock '{}' is {}", outcome.held, locker.describe_holder(holders.front())));
+  } else {
+    log.info(fmt::format("all {} slots of lock '{}' are held:", holders.size(), outcome.held));
+    for (const auto& h : holders)
+      log.info(fmt::format("  slot {} {}", h.slot, locker.describe_holder(h)));
+  }
   return global.conflict_exit_code;
 }
 
-// Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65.
-[[noreturn]] void refuse_not_holder(Locker& locker, const std::string& name, const std::string& as_whom) {
-  const auto holder = locker.holder(name);
-  if (!holder) throw Error(k_exit_not_holder, fmt::format("lock '{}' is not held; nothing was released", name));
-  throw Error(k_exit_not_holder,
-              fmt::format("lock '{}' is {}, not by {}; nothing was released (name the holder with --token or "
-                          "--process)",
-                          name, locker.describe_holder(*holder), as_whom));
+// The document `which` would select among the lock's documents (plain or slots), for a release or renew
+// that did not match the plain name: semaphore slots live under "NAME#K".
+std::optional<LockRecord> find_slot(Locker& locker, const LockSelector& which) {
+  for (auto& lock : locker.holders(which.program)) {
+    if (lock.slot == 0) continue;
+    if ((which.token && lock.token == *which.token) || (which.process && lock.process == *which.process)) {
+      return lock;
+    }
+  }
+  return std::nullopt;
 }
 
-// A terminating signal that arrived while the lock was being acquired, if any (consumed).
-std::optional<int> pending_signal(const SignalBlock& signals) {
+// Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65.
+[[noreturn]] void refuse_not_holder(Locker& locker, const std::string& name, const std::string& as_whom,
+                                    std::string_view what) {
+  const auto holders = locker.holders(name);
+  if (holders.empty()) throw Error(k_exit_not_holder, fmt::format("lock '{}' is not held; nothing was {}", name, what));
+  if (holders.size() == 1 && holders.front().released_at) {
+    throw Error(k_exit_not_holder, fmt::format("lock '{}' was already released at {}; it is kept until {} for its "
+                                               "minimum hold; nothing was {}",
+                                               name, format_time(*holders.front().released_at),
+                                               format_time(holders.front().expires_at), what));
+  }
+  throw Error(k_exit_not_holder,
+              fmt::format("lock '{}' is {}, not by {}; nothing was {} (name the holder with --token or --process)",
+                          name, locker.describe_holder(holders.front()), as_whom, what));
+}
+
+// Sleeps between attempts of `run --wait`, waking early when a forwarded signal arrives (it is raised
+// again, stays pending while blocked, and is handled after the wait). Returns false on a signal.
+bool sleep_unless_signalled(Millis pause) {
   sigset_t forwarded;
   sigemptyset(&forwarded);
   for (const int s : forwarded_signals())
     sigaddset(&forwarded, s);
-  sigset_t pending;
-  sigpending(&pending);
-  for (const int s : forwarded_signals()) {
-    if (sigismember(&pending, s) && sigismember(&signals.blocked(), s)) {
-      const timespec zero{0, 0};
-      if (sigtimedwait(&forwarded, nullptr, &zero) > 0) return s;
-    }
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(pause).count();
+  const timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  siginfo_t info;
+  const int signo = sigtimedwait(&forwarded, &info, &timeout);
+  if (signo > 0) {
+    raise(signo); // keep it pending for pending_signal(); it is blocked, so nothing happens yet
+    return false;
   }
-  return std::nullopt;
+  return true;
+}
+
+// A terminating signal that arrived while the lock was being acquired, if any (consumed).
+std::optional<int> pending_signal() {
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  for (const int s : forwarded_signals())
+    sigaddset(&forwarded, s);
+  const timespec zero{0, 0};
+  siginfo_t info;
+  const int signo = sigtimedwait(&forwarded, &info, &zero);
+  return signo > 0 ? std::optional(signo) : std::nullopt;
 }
 
 std::string command_name(const std::string& path) {
@@ -69,133 +150,287 @@ std::string command_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Releases the lock a run holds; a failure is reported, never thrown (the command has already ended).
-// Returns false when the lock could not be released.
-bool release_after_run(Locker& locker, const LockRecord& lock, const Log& log) {
-  try {
-    if (locker.release(LockSelector{lock.program, lock.id, lock.token, std::nullopt})) {
-      log.debugf("released lock '{}'", lock.program);
-      return true;
+// Releases the locks a run holds; failures are reported, never thrown (the command has already ended).
+// Returns false when a lock could not be released.
+bool release_after_run(Locker& locker, const std::vector<LockRecord>& locks, const Log& log) {
+  bool all = true;
+  for (const auto& lock : locks) {
+    try {
+      const auto outcome = locker.release(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token});
+      if (outcome.kind == ReleaseOutcome::released) {
+        log.debugf("released lock '{}'", lock.program);
+        continue;
+      }
+      if (outcome.kind == ReleaseOutcome::min_hold) {
+        log.info(
+            fmt::format("lock '{}' stays held until {} (--min-hold)", lock.program, format_time(outcome.hold_until)));
+        continue;
+      }
+      log.error(fmt::format("lock '{}' was no longer held when the command ended: the lease was lost", lock.program));
+    } catch (const Error& e) {
+      log.error(fmt::format("could not release lock '{}' ({}); it stays held until it expires at {}", lock.program,
+                            e.what(), format_time(lock.expires_at)));
     }
-    log.error(fmt::format("lock '{}' was no longer held when the command ended: the lease was lost", lock.program));
-  } catch (const Error& e) {
-    log.error(fmt::format("could not release lock '{}' ({}); it stays held until it expires at {}", lock.program,
-                          e.what(), format_time(lock.expires_at)));
+    all = false;
   }
-  return false;
+  return all;
+}
+
+template <typename F> std::string join(const std::vector<LockRecord>& locks, F field) {
+  std::string out;
+  for (const auto& lock : locks)
+    out += (out.empty() ? "" : "\n") + field(lock);
+  return out;
 }
 
 } // namespace
 
+LeaseTiming run_lease_timing(const RunOptions& options) {
+  return make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline);
+}
+
 int acquire_command(const GlobalOptions& global, const AcquireOptions& options, Log& log) {
   validate_lock_name(options.name);
   validate_ttl(options.ttl);
+  validate_take(options.take);
   const auto process = caller_identity(options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  const auto lock = locker.try_acquire(make_request(global, options.name, process, options.ttl));
-  if (!lock) return report_held(global, locker, options.name, log);
-  fmt::print("{}\n", lock->token);
+  const auto outcome = locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
+                                          wait_policy(options.take), [](Millis pause) {
+                                            std::this_thread::sleep_for(pause);
+                                            return true;
+                                          });
+  if (outcome.locks.empty()) return report_held(global, locker, outcome, log);
+  const auto& lock = outcome.locks.front();
+  if (lock.fence) {
+    fmt::print("{} {}\n", lock.token, *lock.fence);
+  } else {
+    fmt::print("{}\n", lock.token);
+  }
   std::fflush(stdout);
-  log.debugf("acquired lock '{}' as {} until {}", lock->program, lock->process, format_time(lock->expires_at));
+  log.debugf("acquired lock '{}' as {} until {}", lock.program, lock.process, format_time(lock.expires_at));
   return k_exit_ok;
 }
 
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log) {
   validate_lock_name(options.name);
-  if (options.token && !is_valid_token(*options.token)) {
-    throw usage_error(
-        fmt::format("--token '{}' is not a mongolock token (32 hex digits, as printed by acquire)", *options.token));
-  }
+  validate_token(options.token);
   const auto process = options.token ? std::optional<std::string>() : caller_identity(options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  if (locker.release(LockSelector{options.name, std::nullopt, options.token, process})) {
-    log.debugf("released lock '{}'", options.name);
-    return k_exit_ok;
+  LockSelector which{.program = options.name, .token = options.token, .process = process};
+  auto outcome = locker.release(which);
+  if (outcome.kind == ReleaseOutcome::not_holder) {
+    if (const auto slot = find_slot(locker, which)) {
+      which.program = slot->program;
+      outcome = locker.release(which);
+    }
   }
-  refuse_not_holder(locker, options.name, options.token ? "the given token" : *process);
+  switch (outcome.kind) {
+  case ReleaseOutcome::released:
+    log.debugf("released lock '{}'", which.program);
+    return k_exit_ok;
+  case ReleaseOutcome::min_hold:
+    log.info(fmt::format("lock '{}' released; it stays held until {} (minimum hold)", which.program,
+                         format_time(outcome.hold_until)));
+    return k_exit_ok;
+  case ReleaseOutcome::not_holder:
+    break;
+  }
+  refuse_not_holder(locker, options.name, options.token ? "the given token" : *process, "released");
+}
+
+int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log) {
+  validate_lock_name(options.name);
+  validate_ttl(options.ttl);
+  validate_token(options.token);
+  const auto process = options.token ? std::optional<std::string>() : caller_identity(options.process);
+  MongoStore store(global.store, log);
+  Locker locker(store, log);
+  LockSelector which{.program = options.name, .token = options.token, .process = process};
+  auto expires = locker.renew(which, options.ttl);
+  if (!expires) {
+    if (const auto slot = find_slot(locker, which)) {
+      which.program = slot->program;
+      expires = locker.renew(which, options.ttl);
+    }
+  }
+  if (!expires) {
+    refuse_not_holder(locker, options.name, options.token ? "the given token" : *process,
+                      "renewed (an expired lock cannot be renewed: acquire it again)");
+  }
+  log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
+  return k_exit_ok;
 }
 
 int run_command(const GlobalOptions& global, const RunOptions& options, Log& log) {
-  validate_lock_name(options.name);
+  auto names = options.names;
+  if (names.empty()) throw usage_error("run needs a lock name: mongolock run NAME [NAME...] -- CMD [ARGS...]");
+  for (const auto& name : names)
+    validate_lock_name(name);
+  std::sort(names.begin(), names.end()); // one global order: no two runs wait for each other in a cycle
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   if (options.command.empty() || options.command.front().empty()) {
     throw usage_error("run needs a command: mongolock run NAME -- CMD [ARGS...]");
   }
-  RunPolicy policy{make_lease_timing(options.ttl, options.kill_grace), options.on_lost, options.timeout,
-                   options.kill_after};
+  validate_take(options.take);
+  const RunPolicy policy{run_lease_timing(options), options.on_lost, options.timeout, options.kill_after};
 
   // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
   // the heartbeat thread and the command start with them blocked/restored as they should.
   const SignalBlock signals;
   auto config = global.store;
   // Each command must give up well within the renewal deadline so the heartbeat can retry.
-  config.operation_timeout = std::clamp(options.ttl / 3, Millis(1000), config.operation_timeout);
+  config.operation_timeout = std::clamp(policy.lease.renew_interval, Millis(1000), config.operation_timeout);
   MongoStore store(config, log);
   Locker locker(store, log);
-  auto request = make_request(global, options.name, holder_identity(getpid()), options.ttl);
-  request.command = command_name(options.command.front());
-  auto lock = locker.try_acquire(request);
-  if (!lock) return report_held(global, locker, options.name, log);
-  log.debugf("acquired lock '{}' as {} until {}", lock->program, lock->process, format_time(lock->expires_at));
+  std::vector<AcquireRequest> requests;
+  for (const auto& name : names) {
+    auto request = make_request(global, options.take, name, holder_identity(getpid()), options.ttl);
+    request.command = command_name(options.command.front());
+    requests.push_back(std::move(request));
+  }
+  auto outcome = locker.acquire_all(requests, wait_policy(options.take), sleep_unless_signalled);
+  if (outcome.locks.empty() && !outcome.interrupted) return report_held(global, locker, outcome, log);
+  auto& locks = outcome.locks;
+  for (const auto& lock : locks) {
+    log.debugf("acquired lock '{}' as {} until {}", lock.program, lock.process, format_time(lock.expires_at));
+  }
 
-  if (const auto signo = pending_signal(signals)) {
-    log.info(
-        fmt::format("received {} before the command started; releasing '{}'", sigabbrev_np(*signo), lock->program));
-    release_after_run(locker, *lock, log);
+  if (const auto signo = pending_signal()) {
+    log.info(fmt::format("received SIG{} before the command started{}", sigabbrev_np(*signo),
+                         locks.empty() ? "" : "; releasing the lock"));
+    release_after_run(locker, locks, log);
     return exit_code_for_signal(*signo);
   }
 
-  ChildSpec spec{
-      options.command,
-      {{"MONGOLOCK_NAME", lock->program}, {"MONGOLOCK_TOKEN", lock->token}, {"MONGOLOCK_PROCESS", lock->process}},
-      signals.previous()};
+  std::vector<std::pair<std::string, std::string>> env{
+      {"MONGOLOCK_NAME", join(locks, [](const LockRecord& l) { return l.name; })},
+      {"MONGOLOCK_TOKEN", join(locks, [](const LockRecord& l) { return l.token; })},
+      {"MONGOLOCK_PROCESS", locks.front().process}};
+  if (options.take.fence) {
+    env.emplace_back("MONGOLOCK_FENCE", join(locks, [](const LockRecord& l) { return fmt::format("{}", *l.fence); }));
+  }
+  if (options.take.slots > 1) {
+    env.emplace_back("MONGOLOCK_SLOT", join(locks, [](const LockRecord& l) { return fmt::format("{}", l.slot); }));
+  }
   std::optional<Child> child;
   try {
-    child.emplace(Child::spawn(spec));
+    child.emplace(Child::spawn(ChildSpec{options.command, std::move(env), signals.previous()}));
   } catch (const Error&) {
-    release_after_run(locker, *lock, log);
+    release_after_run(locker, locks, log);
     throw;
   }
   log.debugf("started {} (pid {})", options.command.front(), child->pid());
-  const auto outcome = supervise(locker, *lock, *child, signals, policy, log);
-  log.debugf("command exited with status {}", outcome.command_status);
+  const auto result = supervise(locker, locks, *child, signals, policy, log);
+  log.debugf("command exited with status {}", result.command_status);
 
-  if (outcome.lease_lost) {
+  if (result.lease_lost) {
     if (policy.on_lost == OnLost::ignore) {
-      release_after_run(locker, *lock, log); // normally finds nothing; never touches another holder's lock
-      return outcome.command_status;
+      release_after_run(locker, locks, log); // normally finds nothing; never touches another holder's lock
+      return result.command_status;
     }
     return k_exit_lease_lost;
   }
-  const bool released = release_after_run(locker, *lock, log);
-  if (outcome.timed_out) return k_exit_timeout;
-  if (!released && outcome.command_status == 0) return k_exit_lease_lost;
-  return outcome.command_status;
+  const bool released = release_after_run(locker, locks, log);
+  if (result.timed_out) return k_exit_timeout;
+  if (!released && result.command_status == 0) return k_exit_lease_lost;
+  return result.command_status;
 }
 
 int status_command(const GlobalOptions& global, const StatusOptions& options, Log& log) {
   validate_lock_name(options.name);
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  const auto lock = locker.holder(options.name);
-  const auto now = store.clock().now();
-  if (!lock) {
-    fmt::print("name: {}\nstate: free\n", options.name);
-    return k_exit_not_held;
+  const auto locks = views(locker, locker.holders(options.name));
+  fmt::print("{}", options.json ? status_json(options.name, locks) : status_text(options.name, locks));
+  const bool held = std::any_of(locks.begin(), locks.end(), is_live);
+  return held ? k_exit_ok : k_exit_not_held;
+}
+
+int list_command(const GlobalOptions& global, const ListOptions& options, Log& log) {
+  MongoStore store(global.store, log);
+  Locker locker(store, log);
+  auto locks = views(locker, store.list());
+  std::erase_if(locks, [](const LockView& v) { return !is_live(v); });
+  fmt::print("{}", options.json ? list_json(locks) : list_text(locks));
+  return k_exit_ok;
+}
+
+int break_command(const GlobalOptions& global, const BreakOptions& options, Log& log) {
+  validate_lock_name(options.name);
+  if (!options.force) {
+    throw usage_error(
+        fmt::format("break removes lock '{}' whoever holds it; add --force if that is what you mean", options.name));
   }
-  const auto left = lock->expires_at - now;
-  fmt::print("name: {}\nstate: {}\nholder: {}\n", lock->program, left > Millis(0) ? "held" : "expired", lock->process);
-  if (!lock->user.empty()) fmt::print("user: {}\n", lock->user);
-  if (!lock->command.empty()) fmt::print("command: {}\n", lock->command);
-  fmt::print("acquired: {} ({} ago)\n", format_time(lock->acquired_at), format_duration(now - lock->acquired_at));
-  fmt::print("renewed: {} ({} ago)\n", format_time(lock->renewed_at), format_duration(now - lock->renewed_at));
-  fmt::print("expires: {} ({})\n", format_time(lock->expires_at),
-             left > Millis(0) ? fmt::format("in {}", format_duration(left))
-                              : fmt::format("{} ago", format_duration(-left)));
-  fmt::print("ttl: {}\n", format_duration(lock->ttl));
-  if (lock->fence) fmt::print("fence: {}\n", *lock->fence);
-  return left > Millis(0) ? k_exit_ok : k_exit_not_held;
+  MongoStore store(global.store, log);
+  Locker locker(store, log);
+  const auto by = fmt::format("{}@{}", user_name(), holder_identity(getpid()));
+  int broken = 0;
+  for (const auto& lock : locker.holders(options.name)) {
+    const auto description = locker.describe_holder(lock);
+    if (store.remove(LockSelector{.program = lock.program, .id = lock.id}) != 1) continue;
+    ++broken;
+    const auto message = fmt::format("broke lock '{}' ({}), by {}", lock.program, description, by);
+    log.warning(message);
+    openlog("mongolock", LOG_PID, LOG_USER);
+    syslog(LOG_NOTICE, "%s", message.c_str());
+    closelog();
+  }
+  if (broken == 0)
+    throw Error(k_exit_not_holder, fmt::format("lock '{}' is not held; nothing was broken", options.name));
+  return k_exit_ok;
+}
+
+int doctor_command(const GlobalOptions& global, Log& log) {
+  MongoStore store(global.store, log);
+  fmt::print("uri: {}\n", redact_uri(global.store.uri));
+  const auto& clock = store.clock();
+  const auto info = store.server_info();
+  fmt::print("server: {} (version {}, wire version {})\n", info.address, info.version, info.max_wire_version);
+  fmt::print("round trip: {}\n", format_duration(clock.round_trip()));
+  const auto offset = clock.offset_from_local_wall_clock();
+  fmt::print("clock offset: the server's clock is {} {} this host's (mongolock uses the server's)\n",
+             format_duration(offset < Millis(0) ? -offset : offset), offset < Millis(0) ? "behind" : "ahead of");
+  fmt::print("collection: {}.{}\n", global.store.database, global.store.collection);
+  const bool indexed = store.has_unique_index();
+  fmt::print("unique index program_1: {}\n",
+             indexed ? "present" : "missing (created by the next acquire, or run 'mongolock init')");
+
+  // Write access: insert and delete a probe document whose program no lock can have ('#' is reserved).
+  LockRecord probe;
+  probe.program = fmt::format("#doctor-{}", make_token());
+  probe.name = probe.program;
+  probe.process = holder_identity(getpid());
+  probe.token = make_token();
+  probe.acquired_at = probe.renewed_at = clock.now();
+  probe.expires_at = probe.acquired_at + Millis(60'000);
+  probe.ttl = Millis(60'000);
+  probe.user = user_name();
+  probe.host = host_name();
+  if (!store.insert(probe) || store.remove(LockSelector{.program = probe.program, .id = probe.id}) != 1) {
+    throw unavailable_error("write check failed: the probe document could not be written and removed");
+  }
+  fmt::print("write access: ok (inserted and removed a probe document with write concern majority)\n");
+  log.debugf("doctor finished");
+  return k_exit_ok;
+}
+
+int init_command(const GlobalOptions& global, Log& log) {
+  MongoStore store(global.store, log);
+  store.ensure_indexes();
+  fmt::print("unique index program_1 on {}.{}: ok\n", global.store.database, global.store.collection);
+  const auto ttl_error = store.create_ttl_index(k_gc_expire_after);
+  if (ttl_error.empty()) {
+    fmt::print("TTL index expires_at_ttl: ok (deletes lock documents {} after they expire; garbage collection only)\n",
+               format_duration(k_gc_expire_after));
+  } else {
+    fmt::print("TTL index expires_at_ttl: not supported by this server ({}); expired locks are purged by the next "
+               "acquire of their name, which is all the protocol needs\n",
+               ttl_error);
+  }
+  return k_exit_ok;
 }
 
 } // namespace mongolock

@@ -1,6 +1,6 @@
 // The commands of mongolock, as library calls: the CLI parses arguments into these option structs and
 // calls one function. Each returns the process exit code (exit_codes.hpp) or throws Error.
-// Data (tokens, status) is written to stdout; messages go to the Log (stderr).
+// Data (tokens, status, JSON) is written to stdout; messages go to the Log (stderr).
 #pragma once
 
 #include <mongolock/exit_codes.hpp>
@@ -15,16 +15,27 @@
 
 namespace mongolock {
 
+inline constexpr Millis k_wait_forever = Millis::max();
+
 struct GlobalOptions {
   StoreConfig store;                                // --uri, --db, --collection, --connect-timeout
   int conflict_exit_code = k_exit_held;             // -E/--conflict-exit-code: exit code when the lock is held
   Millis takeover_grace = k_default_takeover_grace; // --grace: purge expired locks only this much later
 };
 
+// Options of the commands that take locks (acquire, run).
+struct TakeOptions {
+  std::optional<Millis> wait; // --wait: keep trying this long (k_wait_forever: forever); nullopt: once
+  Millis min_hold{0};         // --min-hold: keep the lock at least this long after acquiring it
+  bool fence = false;         // --fence: allocate a fencing token
+  int slots = 1;              // --slots N: up to N holders share the name
+};
+
 struct AcquireOptions {
   std::string name;
   Millis ttl = k_default_acquire_ttl;
   std::optional<std::string> process; // --process; default "<host>:<parent pid>" (the calling shell)
+  TakeOptions take;
 };
 
 struct ReleaseOptions {
@@ -33,31 +44,74 @@ struct ReleaseOptions {
   std::optional<std::string> process; // --process; default "<host>:<parent pid>"; unused with --token
 };
 
-struct RunOptions {
+struct RenewOptions {
   std::string name;
+  Millis ttl = k_default_acquire_ttl; // the lease runs this long from now
+  std::optional<std::string> token;   // --token
+  std::optional<std::string> process; // --process; default "<host>:<parent pid>"; unused with --token
+};
+
+struct RunOptions {
+  std::vector<std::string> names;   // one or more; taken all or none, in sorted order
   std::vector<std::string> command; // CMD ARGS..., executed directly (no shell)
   Millis ttl = k_default_run_ttl;
-  std::optional<Millis> kill_grace; // --kill-grace; default from make_lease_timing()
-  OnLost on_lost = OnLost::term;    // --on-lost
-  std::optional<Millis> timeout;    // --timeout
-  Millis kill_after{5000};          // --kill-after
+  std::optional<Millis> kill_grace;     // --kill-grace; default from make_lease_timing()
+  std::optional<Millis> renew_interval; // --renew-interval; default ttl/3
+  std::optional<Millis> renew_deadline; // --renew-deadline; default 2/3 ttl
+  OnLost on_lost = OnLost::term;        // --on-lost
+  std::optional<Millis> timeout;        // --timeout
+  Millis kill_after{5000};              // --kill-after
+  TakeOptions take;
 };
 
 struct StatusOptions {
   std::string name;
+  bool json = false;
 };
 
-// mongolock acquire: takes the lock and prints its token. 0, or conflict_exit_code when held.
+struct ListOptions {
+  bool json = false;
+};
+
+struct BreakOptions {
+  std::string name;
+  bool force = false; // --force: required, breaking someone else's lock is deliberate
+};
+
+// mongolock acquire: takes the lock and prints its token ("TOKEN FENCE" with --fence).
+// 0, or conflict_exit_code when held (after --wait).
 int acquire_command(const GlobalOptions& global, const AcquireOptions& options, Log& log);
 
-// mongolock release: removes exactly one lock document. 0, or 65 when nothing was removed.
+// mongolock release: removes exactly one lock document (or, within its minimum hold, marks it released).
+// 0, or 65 when nothing was released.
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log);
 
-// mongolock run: holds the lock while the command runs. The command's exit code; conflict_exit_code when
+// mongolock renew: extends a live lock to now + ttl. 0, or 65 when not the holder (or expired).
+int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log);
+
+// mongolock run: holds the locks while the command runs. The command's exit code; conflict_exit_code when
 // held; 76 when the lease was lost; 124 after --timeout; 126/127 when the command cannot start.
 int run_command(const GlobalOptions& global, const RunOptions& options, Log& log);
 
-// mongolock status: prints the lock's holder and times. 0 when held, 1 when free (or expired).
+// mongolock status: prints the lock's holder(s) and times. 0 when held, 1 when free (or expired).
 int status_command(const GlobalOptions& global, const StatusOptions& options, Log& log);
+
+// mongolock list: prints every held, unexpired lock. 0.
+int list_command(const GlobalOptions& global, const ListOptions& options, Log& log);
+
+// mongolock break: removes every document of the lock, whoever holds it, and logs who did it (stderr and
+// syslog). 64 without --force; 0 when something was removed; 65 when the lock was not held.
+int break_command(const GlobalOptions& global, const BreakOptions& options, Log& log);
+
+// mongolock doctor: connection, server version, clock offset, index, write access. 0 when all is well,
+// 69 with the reason otherwise.
+int doctor_command(const GlobalOptions& global, Log& log);
+
+// mongolock init: creates the unique index and, where the server supports it, a TTL index on expires_at
+// (garbage collection only). 0, or 69 when the unique index cannot be created.
+int init_command(const GlobalOptions& global, Log& log);
+
+// Checks and completes the lease timing of `run` from its options (see lease.hpp). Throws Error (64).
+[[nodiscard]] LeaseTiming run_lease_timing(const RunOptions& options);
 
 } // namespace mongolock

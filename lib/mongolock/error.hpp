@@ -3,6 +3,7 @@
 
 #include <mongolock/exit_codes.hpp>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -23,5 +24,12 @@ private:
 [[nodiscard]] Error usage_error(const std::string& message);       // exit 64
 [[nodiscard]] Error unavailable_error(const std::string& message); // exit 69
 [[nodiscard]] Error internal_error(const std::string& message);    // exit 70
+
+class Log;
+
+// Runs `body` and returns its exit code; the one top-level error handler: an Error prints
+// "mongolock: error: <what>" and returns its exit code; any other exception prints
+// "mongolock: error: internal error: ..." and returns 70 (k_exit_internal). Never throws.
+int guarded_main(const Log& log, const std::function<int()>& body) noexcept;
 
 } // namespace mongolock

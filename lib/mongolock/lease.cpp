@@ -26,10 +26,22 @@ void validate_ttl(Millis ttl) {
   }
 }
 
-LeaseTiming make_lease_timing(Millis ttl, std::optional<Millis> kill_grace) {
+LeaseTiming make_lease_timing(Millis ttl, std::optional<Millis> kill_grace, std::optional<Millis> renew_interval,
+                              std::optional<Millis> renew_deadline) {
   validate_ttl(ttl);
-  LeaseTiming t{ttl, ttl / 3, ttl * 2 / 3, Millis(0)};
+  LeaseTiming t{ttl, renew_interval.value_or(ttl / 3), renew_deadline.value_or(ttl * 2 / 3), Millis(0)};
+  if (t.renew_interval >= t.renew_deadline) {
+    throw usage_error(fmt::format("--renew-interval {} must be shorter than --renew-deadline {}, so that a failed "
+                                  "renewal is retried before the lease counts as lost",
+                                  format_duration(t.renew_interval), format_duration(t.renew_deadline)));
+  }
   const auto room = ttl - t.renew_deadline - lease_safety_margin(ttl);
+  if (renew_deadline && room <= Millis(0)) {
+    throw usage_error(fmt::format("--renew-deadline {} leaves no time to stop the command within --ttl {}; keep it "
+                                  "below {}",
+                                  format_duration(t.renew_deadline), format_duration(ttl),
+                                  format_duration(ttl - lease_safety_margin(ttl))));
+  }
   t.kill_grace = kill_grace.value_or(std::min(k_default_kill_grace, room));
   if (t.kill_grace <= Millis(0) && !kill_grace) {
     throw usage_error(

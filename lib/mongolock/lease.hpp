@@ -29,10 +29,13 @@ struct LeaseTiming {
 // max(200ms, ttl / 10), for clock-rate differences, scheduling delays and reaping.
 [[nodiscard]] Millis lease_safety_margin(Millis ttl);
 
-// Lease timing for `ttl` with renew interval ttl/3 and deadline 2/3 ttl. `kill_grace` defaults to
-// min(5s, what the margin leaves). Throws Error (exit 64) when ttl < k_min_ttl or when
-// renew_deadline + kill_grace + lease_safety_margin(ttl) > ttl, saying which value to change.
-[[nodiscard]] LeaseTiming make_lease_timing(Millis ttl, std::optional<Millis> kill_grace = std::nullopt);
+// Lease timing for `ttl`: renew interval (default ttl/3), renew deadline (default 2/3 ttl) and kill grace
+// (default min(5s, what the margin leaves)). Throws Error (exit 64), saying which value to change, when
+// ttl < k_min_ttl, renew_interval >= renew_deadline (a failed renewal could not be retried), or
+// renew_deadline + kill_grace + lease_safety_margin(ttl) > ttl (the command could outlive the lease).
+[[nodiscard]] LeaseTiming make_lease_timing(Millis ttl, std::optional<Millis> kill_grace = std::nullopt,
+                                            std::optional<Millis> renew_interval = std::nullopt,
+                                            std::optional<Millis> renew_deadline = std::nullopt);
 
 // Throws Error (exit 64) when ttl < k_min_ttl; used for leases nobody renews (acquire, renew).
 void validate_ttl(Millis ttl);

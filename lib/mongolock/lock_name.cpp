@@ -28,6 +28,11 @@ void validate_lock_name(std::string_view name) {
   if (name.front() == '-') {
     throw usage_error(fmt::format("lock name '{}' starts with '-'; names may not look like options", name));
   }
+  if (const auto hash = name.find('#'); hash != std::string_view::npos) {
+    throw usage_error(fmt::format("lock name '{}' contains '#', which is reserved for semaphore slots; use another "
+                                  "character such as '-'",
+                                  name));
+  }
   for (std::size_t i = 0; i < name.size();) {
     const auto c = static_cast<unsigned char>(name[i]);
     if (c < 0x20 || c == 0x7f) {

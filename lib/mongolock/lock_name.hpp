@@ -11,7 +11,8 @@ namespace mongolock {
 inline constexpr std::size_t k_max_lock_name_bytes = 200;
 
 // Checks a lock name: 1 to k_max_lock_name_bytes bytes of valid UTF-8, no NUL or other control
-// characters (they hide in logs and terminals), and no leading '-' (it would read as an option).
+// characters (they hide in logs and terminals), no leading '-' (it would read as an option) and no '#'
+// (reserved: slot K of a semaphore NAME is stored as "NAME#K").
 // Throws Error (exit 64) naming the problem and the rule.
 void validate_lock_name(std::string_view name);
 

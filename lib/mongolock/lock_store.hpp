@@ -14,27 +14,41 @@ namespace mongolock {
 
 // One lock document: one acquisition of one lock name. Field names in MongoDB are in brackets.
 struct LockRecord {
-  std::string id;                    // [_id] ObjectId as 24 hex digits, new for every acquisition
-  std::string program;               // [program] the lock name; unique index "program_1"
-  std::string process;               // [process] the holder, "<host>:<pid>"
-  std::string token;                 // [token] 128 random bits as hex; whoever knows it may release or renew
-  ServerTime acquired_at{};          // [acquired_at] server clock, UTC
-  ServerTime expires_at{};           // [expires_at] server clock, UTC; free for takeover after this (+ grace)
-  ServerTime renewed_at{};           // [renewed_at] server clock, UTC; equals acquired_at until renewed
-  Millis ttl{0};                     // [ttl_ms] the lease length, milliseconds
-  std::string host;                  // [host] the holder's host name
-  std::string user;                  // [user] the holder's user name
-  std::string command;               // [command] run: the command's name only, never its arguments
-  std::optional<std::int64_t> fence; // [fence] fencing token, when taken with --fence
+  std::string id;           // [_id] ObjectId as 24 hex digits, new for every acquisition
+  std::string program;      // [program] the unique key (index "program_1"): the lock name, or "NAME#K" for slot K
+  std::string name;         // [name] the lock name as the user gave it
+  int slot = 0;             // [slot] semaphore slot 1..N (acquired with --slots N), 0 for a plain lock
+  std::string process;      // [process] the holder, "<host>:<pid>"
+  std::string token;        // [token] 128 random bits as hex; whoever knows it may release or renew
+  ServerTime acquired_at{}; // [acquired_at] server clock, UTC
+  ServerTime expires_at{};  // [expires_at] server clock, UTC; free for takeover after this (+ grace)
+  ServerTime renewed_at{};  // [renewed_at] server clock, UTC; equals acquired_at until renewed
+  ServerTime hold_until{};  // [hold_until] server clock, UTC; a release before this only ends the
+                            // lease at hold_until (--min-hold); equals acquired_at without it
+  std::optional<ServerTime> released_at; // [released_at] set by a release during the minimum hold
+  Millis ttl{0};                         // [ttl_ms] the lease length, milliseconds
+  std::string host;                      // [host] the holder's host name
+  std::string user;                      // [user] the holder's user name
+  std::string command;                   // [command] run: the command's name only, never its arguments
+  std::optional<std::int64_t> fence;     // [fence] fencing token, when taken with --fence
 };
 
-// Which lock document a delete may remove: always by program, narrowed by the acquisition's id, the
-// token and/or the holder. Every unset field is ignored.
+// Which lock document a write may touch: always by program, narrowed by every field that is set.
 struct LockSelector {
   std::string program;
-  std::optional<std::string> id;
-  std::optional<std::string> token;
-  std::optional<std::string> process;
+  std::optional<std::string> id = std::nullopt;
+  std::optional<std::string> token = std::nullopt;
+  std::optional<std::string> process = std::nullopt;
+  std::optional<ServerTime> expires_after = std::nullopt; // expires_at > this (the lease has not run out)
+  std::optional<ServerTime> hold_ends_by = std::nullopt;  // hold_until <= this (no minimum hold left)
+  bool not_released = false;                              // released_at does not exist
+};
+
+// What the server says about itself, for `mongolock doctor`.
+struct ServerInfo {
+  std::string version;      // buildInfo.version
+  int max_wire_version = 0; // hello.maxWireVersion
+  std::string address;      // host:port of the selected server
 };
 
 // Every method is one server command (plus the connection handshake on first use). Errors of the
@@ -43,7 +57,8 @@ class LockStore {
 public:
   virtual ~LockStore() = default;
 
-  // The server's clock; the first call connects (server selection) and reads the handshake's time.
+  // The server's clock. The first call connects (server selection) and reads the handshake's localTime;
+  // later calls take a newer hello reply into account when the driver has made one (server checks).
   virtual const ServerClock& clock() = 0;
 
   // Creates the unique index on `program` (createIndexes; a no-op when it exists).
@@ -60,16 +75,41 @@ public:
   // Deletes at most one document matching `which`. Returns the number deleted (0 or 1).
   [[nodiscard]] virtual std::int64_t remove(const LockSelector& which) = 0;
 
-  // Sets expires_at, renewed_at and ttl_ms of the document with this _id and token.
+  // Sets expires_at, renewed_at and ttl_ms of the one document matching `which`.
   // Returns the number of documents matched (0: the lease is gone, 1: renewed).
-  [[nodiscard]] virtual std::int64_t renew(std::string_view id, std::string_view token, ServerTime expires_at,
-                                           ServerTime renewed_at, Millis ttl) = 0;
+  [[nodiscard]] virtual std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
+                                           Millis ttl) = 0;
+
+  // Sets released_at and expires_at of the one document matching `which` (a release during the minimum
+  // hold). Returns the number of documents matched (0 or 1).
+  [[nodiscard]] virtual std::int64_t mark_released(const LockSelector& which, ServerTime released_at,
+                                                   ServerTime expires_at) = 0;
+
+  // Sets the fencing token of the one document matching `which`. Returns the number matched (0 or 1).
+  [[nodiscard]] virtual std::int64_t set_fence(const LockSelector& which, std::int64_t fence) = 0;
+
+  // Allocates the next fencing token of lock `name`: one more than any before it, never reused. Kept in
+  // its own collection ("<collection>_fences"), one document per token under a unique index on
+  // (name, fence), so it stays correct where $inc is not atomic (FerretDB v1). Returns the token (>= 1).
+  [[nodiscard]] virtual std::int64_t next_fence(std::string_view name) = 0;
 
   // The lock document of `program`, expired or not; nullopt when there is none.
   [[nodiscard]] virtual std::optional<LockRecord> find(std::string_view program) = 0;
 
-  // Every lock document, expired or not, sorted by program.
-  [[nodiscard]] virtual std::vector<LockRecord> list() = 0;
+  // Every lock document, expired or not, sorted by program; only those of lock `name` (its plain lock
+  // and its semaphore slots) when given.
+  [[nodiscard]] virtual std::vector<LockRecord> list(std::optional<std::string_view> name = std::nullopt) = 0;
+
+  // Server version and wire version (buildInfo), for diagnostics.
+  [[nodiscard]] virtual ServerInfo server_info() = 0;
+
+  // True when the unique index on `program` exists (listIndexes).
+  [[nodiscard]] virtual bool has_unique_index() = 0;
+
+  // Creates a TTL index on expires_at that deletes documents `expire_after` past their expiry: garbage
+  // collection only, the protocol never relies on it. Returns "" when created (or present), else the
+  // server's reason (FerretDB v1: not implemented).
+  [[nodiscard]] virtual std::string create_ttl_index(Millis expire_after) = 0;
 };
 
 } // namespace mongolock

@@ -4,33 +4,40 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <random>
+
 namespace mongolock {
+
+std::string slot_program(std::string_view name, int slot, int slots) {
+  return slots > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
+}
 
 std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index) {
   (void)m_store.clock(); // connect first, so the server's time is read right after the handshake
   if (ensure_index) m_store.ensure_indexes();
   LockRecord lock;
-  lock.program = request.name;
+  lock.name = request.name;
   lock.process = request.process;
   lock.token = make_token();
   lock.ttl = request.ttl;
   lock.user = request.user;
   lock.command = request.command;
-  const auto colon = request.process.rfind(':');
-  lock.host = request.process.substr(0, colon);
+  lock.host = request.process.substr(0, request.process.rfind(':'));
 
   const auto insert = [&] {
     const auto now = m_store.clock().now();
     lock.acquired_at = now;
     lock.renewed_at = now;
     lock.expires_at = now + request.ttl;
+    lock.hold_until = request.min_hold > Millis(0) ? now + request.min_hold : ServerTime{};
     try {
       return m_store.insert(lock);
     } catch (const Error&) {
       // A failed insert (timeout, write concern error) may still have been applied: delete exactly this
       // acquisition, by _id and token, so it cannot block the name until it expires.
       try {
-        (void)m_store.remove(LockSelector{lock.program, lock.id, lock.token, std::nullopt});
+        (void)m_store.remove(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token});
       } catch (const Error& cleanup) {
         m_log.warning(fmt::format("could not clean up after the failed insert ({}); if it was written, lock '{}' "
                                   "stays held until {}",
@@ -40,27 +47,122 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
     }
   };
 
-  if (insert()) return lock;
-  const auto cutoff = m_store.clock().now() - request.takeover_grace;
-  if (m_store.purge_expired(request.name, cutoff) != 1) return std::nullopt;
-  m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", request.name));
-  if (insert()) return lock;
-  return std::nullopt;
+  bool acquired = false;
+  for (int slot = 1; slot <= request.slots && !acquired; ++slot) {
+    lock.program = slot_program(request.name, slot, request.slots);
+    lock.slot = request.slots > 1 ? slot : 0;
+    lock.id.clear();
+    acquired = insert();
+    if (!acquired && m_store.purge_expired(lock.program, m_store.clock().now() - request.takeover_grace) == 1) {
+      m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", lock.program));
+      lock.id.clear();
+      acquired = insert();
+    }
+  }
+  if (!acquired) return std::nullopt;
+
+  if (request.fence) {
+    try {
+      const auto fence = m_store.next_fence(request.name);
+      if (m_store.set_fence(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token}, fence) != 1) {
+        throw Error(k_exit_lease_lost,
+                    fmt::format("lock '{}' was lost before its fencing token was stored", lock.program));
+      }
+      lock.fence = fence;
+    } catch (const Error&) {
+      release_quietly(lock);
+      throw;
+    }
+  }
+  return lock;
 }
 
-bool Locker::release(const LockSelector& which) { return m_store.remove(which) == 1; }
+void Locker::release_quietly(const LockRecord& lock) {
+  try {
+    (void)m_store.remove(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token});
+  } catch (const Error& e) {
+    m_log.warning(fmt::format("could not release lock '{}' ({}); it expires at {}", lock.program, e.what(),
+                              format_time(lock.expires_at)));
+  }
+}
+
+AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
+                                   const Sleeper& sleep) {
+  const auto started = std::chrono::steady_clock::now();
+  const bool forever = policy.wait && *policy.wait == Millis::max();
+  const auto deadline = policy.wait && !forever ? started + *policy.wait : started;
+  std::mt19937_64 random(std::random_device{}());
+  AcquireOutcome outcome;
+  for (int attempt = 0;; ++attempt) {
+    for (const auto& request : requests) {
+      auto lock = try_acquire(request, attempt == 0);
+      if (!lock) {
+        outcome.held = request.name;
+        break;
+      }
+      outcome.locks.push_back(std::move(*lock));
+    }
+    if (outcome.locks.size() == requests.size()) return outcome;
+    // All or none: give back what this attempt took, newest first.
+    for (auto it = outcome.locks.rbegin(); it != outcome.locks.rend(); ++it)
+      release_quietly(*it);
+    outcome.locks.clear();
+
+    const auto now = std::chrono::steady_clock::now();
+    if (!policy.wait || (!forever && now >= deadline)) return outcome;
+    const auto ceiling = std::min(policy.cap, policy.base * (Millis::rep{1} << std::min(attempt, 20)));
+    auto pause = Millis(std::uniform_int_distribution<Millis::rep>(0, ceiling.count())(random));
+    if (!forever) pause = std::min(pause, std::chrono::ceil<Millis>(deadline - now));
+    m_log.debugf("'{}' is held; trying again in {}", outcome.held, format_duration(pause));
+    if (!sleep(pause)) {
+      outcome.interrupted = true;
+      return outcome;
+    }
+  }
+}
+
+ReleaseOutcome Locker::release(const LockSelector& which) {
+  const auto now = m_store.clock().now();
+  auto no_hold_left = which;
+  no_hold_left.hold_ends_by = now;
+  if (m_store.remove(no_hold_left) == 1) return {ReleaseOutcome::released, {}};
+  // Not deleted: maybe the lock is ours but within its minimum hold; then it ends at hold_until instead.
+  const auto current = m_store.find(which.program);
+  if (!current || current->released_at || current->hold_until <= now) return {ReleaseOutcome::not_holder, {}};
+  auto in_hold = which;
+  in_hold.id = current->id;
+  in_hold.not_released = true;
+  if (m_store.mark_released(in_hold, now, current->hold_until) != 1) return {ReleaseOutcome::not_holder, {}};
+  return {ReleaseOutcome::min_hold, current->hold_until};
+}
+
+std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl) {
+  const auto now = m_store.clock().now();
+  auto live = which;
+  live.expires_after = now;
+  live.not_released = true;
+  if (m_store.renew(live, now + ttl, now, ttl) != 1) return std::nullopt;
+  return now + ttl;
+}
 
 bool Locker::renew(LockRecord& lock, Millis ttl, SteadyTime sent) {
   const auto server_sent = m_store.clock().at(sent);
   const auto expires = server_sent + ttl;
-  if (m_store.renew(lock.id, lock.token, expires, server_sent, ttl) == 0) return false;
+  const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token, .expires_after = server_sent};
+  if (m_store.renew(which, expires, server_sent, ttl) == 0) return false;
   lock.expires_at = expires;
   lock.renewed_at = server_sent;
   lock.ttl = ttl;
   return true;
 }
 
-std::optional<LockRecord> Locker::holder(std::string_view name) { return m_store.find(name); }
+std::vector<LockRecord> Locker::holders(std::string_view name) {
+  auto locks = m_store.list(name);
+  if (locks.empty()) {
+    if (auto plain = m_store.find(name)) locks.push_back(std::move(*plain)); // written without `name`
+  }
+  return locks;
+}
 
 std::string Locker::describe_holder(const LockRecord& lock) {
   const auto now = m_store.clock().now();
@@ -68,7 +170,11 @@ std::string Locker::describe_holder(const LockRecord& lock) {
   const auto user = lock.user.empty() ? std::string() : fmt::format(" (user {})", lock.user);
   const auto expiry = left > Millis(0) ? fmt::format("expires in {}", format_duration(left))
                                        : fmt::format("expired {} ago", format_duration(-left));
-  return fmt::format("held by {}{} since {}, {}", lock.process, user, format_time(lock.acquired_at), expiry);
+  const auto released =
+      lock.released_at ? fmt::format(", released at {} but kept for its minimum hold", format_time(*lock.released_at))
+                       : std::string();
+  return fmt::format("held by {}{} since {}{}, {}", lock.process, user, format_time(lock.acquired_at), released,
+                     expiry);
 }
 
 } // namespace mongolock

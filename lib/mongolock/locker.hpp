@@ -1,4 +1,4 @@
-// The lock protocol on top of a LockStore: acquire, release, renew and inspect one lock name.
+// The lock protocol on top of a LockStore: acquire, release, renew and inspect locks.
 //
 // Acquire inserts a document whose `program` is unique (unique index "program_1"). On a duplicate key it
 // purges the name's expired document (expires_at <= now - takeover grace, server clock) and, only if
@@ -10,6 +10,7 @@
 #include <mongolock/lock_store.hpp>
 #include <mongolock/log.hpp>
 
+#include <functional>
 #include <optional>
 
 namespace mongolock {
@@ -21,29 +22,67 @@ struct AcquireRequest {
   Millis ttl{0};               // lease length
   Millis takeover_grace{2000}; // purge expired locks only this long after expires_at
   std::string command;         // run: the command's name (never its arguments); "" otherwise
+  Millis min_hold{0};          // --min-hold: a release before acquired_at + min_hold keeps the lock until then
+  int slots = 1;               // --slots N: up to N holders share the name, one document per slot
+  bool fence = false;          // --fence: allocate a fencing token for the acquisition
+};
+
+// How long to keep trying while a name is held (--wait): exponential backoff with full jitter, each
+// pause uniform in [0, min(cap, base * 2^attempt)], never past the deadline.
+struct WaitPolicy {
+  std::optional<Millis> wait; // nullopt: try once; Millis::max(): forever
+  Millis base{50};
+  Millis cap{1000};
+};
+
+// Pauses for `d` between attempts; returns false when waiting should stop (a signal arrived).
+using Sleeper = std::function<bool(Millis)>;
+
+// The result of acquiring one or several names.
+struct AcquireOutcome {
+  std::vector<LockRecord> locks; // every lock taken, in request order; empty when not acquired
+  std::string held;              // not acquired: the name that was held
+  bool interrupted = false;      // not acquired: the sleeper stopped the wait
+};
+
+struct ReleaseOutcome {
+  enum Kind { released, min_hold, not_holder } kind = not_holder;
+  ServerTime hold_until{}; // min_hold: the lock stays until then
 };
 
 class Locker {
 public:
   Locker(LockStore& store, const Log& log) : m_store(store), m_log(log) {}
 
-  // One acquisition attempt. With `ensure_index`, first creates the unique index (createIndexes). Then
-  // insert; on duplicate key, purge an expired lock and insert again. Returns the new lock, or nullopt
-  // when the name is held. Server commands: 1 or 2 when free (insert, plus createIndexes), at most 3
-  // (4 with the index) when held or taken over. Throws Error (exit 69) on server errors; when an insert
-  // failed in a way that may still have written it, first tries to delete that exact acquisition.
+  // One acquisition attempt on each slot in turn (slot K of NAME is program "NAME#K"; a plain lock is
+  // program NAME). With `ensure_index`, first creates the unique index (createIndexes). Per slot: insert;
+  // on duplicate key, purge an expired lock and insert again. With --fence, then allocates a fencing token
+  // and stores it. Returns the new lock, or nullopt when every slot is held. Server commands for a free
+  // plain lock: insert (+ createIndexes); when held: insert + delete per slot. Throws Error (exit 69) on
+  // server errors; when an insert failed in a way that may still have written it, first tries to delete
+  // that exact acquisition.
   [[nodiscard]] std::optional<LockRecord> try_acquire(const AcquireRequest& request, bool ensure_index = true);
 
-  // Deletes the one document that `which` selects. Returns true when exactly one was removed.
-  [[nodiscard]] bool release(const LockSelector& which);
+  // Acquires every request (callers sort the names, so that all take them in one order) or none: when a
+  // name is held, releases those taken so far and, within policy.wait, backs off and tries again.
+  [[nodiscard]] AcquireOutcome acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
+                                           const Sleeper& sleep);
 
-  // Extends `lock` to (now + ttl) on the server's clock, where now is the server's time at `sent`
-  // (the local monotonic time the renewal is sent). Updates lock.expires_at/renewed_at/ttl on success.
-  // Returns false when the lease is gone (no document with this _id and token).
+  // Releases the one document `which` selects: deletes it, or, during its minimum hold, marks it released
+  // and lets it expire at hold_until (one more command). Never touches a document `which` does not select.
+  [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
+
+  // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock).
+  // Returns the new expiry, or nullopt when `which` selects no live lock.
+  [[nodiscard]] std::optional<ServerTime> renew(const LockSelector& which, Millis ttl);
+
+  // Heartbeat renewal of `lock` to (server time at `sent`) + ttl, where `sent` is the local monotonic time
+  // the renewal is sent. Updates lock.expires_at/renewed_at/ttl on success. Returns false when the lease
+  // is gone (no unexpired document with this _id and token).
   [[nodiscard]] bool renew(LockRecord& lock, Millis ttl, SteadyTime sent);
 
-  // The current document of `name`, expired or not (nullopt when none).
-  [[nodiscard]] std::optional<LockRecord> holder(std::string_view name);
+  // The documents of lock `name`: its plain lock and its semaphore slots, expired or not.
+  [[nodiscard]] std::vector<LockRecord> holders(std::string_view name);
 
   // "held by web1:4242 (user alice) since 2026-...Z, expires in 25s" for messages.
   [[nodiscard]] std::string describe_holder(const LockRecord& lock);
@@ -51,8 +90,14 @@ public:
   [[nodiscard]] LockStore& store() { return m_store; }
 
 private:
+  void release_quietly(const LockRecord& lock);
+
   LockStore& m_store;
   const Log& m_log;
 };
+
+// The `program` value of slot `slot` of lock `name`: "NAME#K" (names may not contain '#'), or NAME
+// itself for a plain lock (slots == 1).
+[[nodiscard]] std::string slot_program(std::string_view name, int slot, int slots);
 
 } // namespace mongolock

@@ -115,11 +115,15 @@ void append_string(bson_t* doc, const char* key, std::string_view value) {
 void to_bson(const LockRecord& lock, bson_t* doc) {
   append_id(doc, lock.id);
   append_string(doc, "program", lock.program);
+  append_string(doc, "name", lock.name);
+  if (lock.slot > 0) BSON_APPEND_INT32(doc, "slot", lock.slot);
   append_string(doc, "process", lock.process);
   append_string(doc, "token", lock.token);
   BSON_APPEND_DATE_TIME(doc, "acquired_at", to_bson_date(lock.acquired_at));
   BSON_APPEND_DATE_TIME(doc, "expires_at", to_bson_date(lock.expires_at));
   BSON_APPEND_DATE_TIME(doc, "renewed_at", to_bson_date(lock.renewed_at));
+  BSON_APPEND_DATE_TIME(doc, "hold_until", to_bson_date(lock.hold_until));
+  if (lock.released_at) BSON_APPEND_DATE_TIME(doc, "released_at", to_bson_date(*lock.released_at));
   BSON_APPEND_INT64(doc, "ttl_ms", lock.ttl.count());
   append_string(doc, "host", lock.host);
   append_string(doc, "user", lock.user);
@@ -153,6 +157,10 @@ LockRecord from_bson(const bson_t* doc) {
       }
     } else if (key == "program") {
       lock.program = iter_string(it);
+    } else if (key == "name") {
+      lock.name = iter_string(it);
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "slot") {
+      lock.slot = static_cast<int>(bson_iter_as_int64(&it));
     } else if (key == "process") {
       lock.process = iter_string(it);
     } else if (key == "token") {
@@ -169,13 +177,42 @@ LockRecord from_bson(const bson_t* doc) {
       lock.expires_at = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "renewed_at") {
       lock.renewed_at = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "hold_until") {
+      lock.hold_until = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "released_at") {
+      lock.released_at = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "ttl_ms") {
       lock.ttl = Millis(bson_iter_as_int64(&it));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "fence") {
       lock.fence = bson_iter_as_int64(&it);
     }
   }
+  if (lock.name.empty()) lock.name = lock.program;
   return lock;
+}
+
+// Appends `{field: {op: date}}`.
+void append_date_condition(bson_t* doc, const char* field, const char* op, ServerTime t) {
+  bson_t condition;
+  bson_append_document_begin(doc, field, -1, &condition);
+  bson_append_date_time(&condition, op, -1, to_bson_date(t));
+  bson_append_document_end(doc, &condition);
+}
+
+// The filter for a LockSelector: every set field narrows it.
+void append_selector(bson_t* doc, const LockSelector& which) {
+  if (which.id) append_id(doc, *which.id);
+  append_string(doc, "program", which.program);
+  if (which.token) append_string(doc, "token", *which.token);
+  if (which.process) append_string(doc, "process", *which.process);
+  if (which.expires_after) append_date_condition(doc, "expires_at", "$gt", *which.expires_after);
+  if (which.hold_ends_by) append_date_condition(doc, "hold_until", "$lte", *which.hold_ends_by);
+  if (which.not_released) {
+    bson_t exists;
+    BSON_APPEND_DOCUMENT_BEGIN(doc, "released_at", &exists);
+    BSON_APPEND_BOOL(&exists, "$exists", false);
+    bson_append_document_end(doc, &exists);
+  }
 }
 
 // Command monitoring (APM): counts commands by name for the benchmark and logs them with -v.
@@ -230,7 +267,8 @@ struct MongoStore::Impl {
   UriPtr uri;
   ClientPtr client;
   CollectionPtr collection;
-  Bson write_opts; // {writeConcern: {w: "majority", j: true, wtimeout}}
+  CollectionPtr fences; // "<collection>_fences", opened on first use
+  Bson write_opts;      // {writeConcern: {w: "majority", j: true, wtimeout}}
   std::optional<ServerClock> clock;
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
 
@@ -244,6 +282,20 @@ struct MongoStore::Impl {
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
     throw unavailable_error(
         scrub_secrets(fmt::format("{} on {} failed: {}", what, namespace_name, error.message), config.uri));
+  }
+
+  // updateOne({selector}, {$set: set}); returns matchedCount.
+  std::int64_t update(const LockSelector& which, const bson_t* set, std::string_view what);
+
+  // createIndexes on `target` with one ascending key per field. Returns false with `error` set on failure.
+  bool try_create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
+                        bool unique, std::optional<Millis> expire_after, bson_error_t& error) const;
+  void create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
+                    bool unique, std::optional<Millis> expire_after) const {
+    bson_error_t error;
+    if (!try_create_index(target, name, fields, unique, expire_after, error)) {
+      fail(fmt::format("createIndexes ({})", name), error);
+    }
   }
 
   // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
@@ -346,26 +398,80 @@ const ServerClock& MongoStore::clock() {
   return *m_impl->clock;
 }
 
-void MongoStore::ensure_indexes() {
-  auto& impl = *m_impl;
+bool MongoStore::Impl::try_create_index(mongoc_collection_t* target, const char* name,
+                                        std::initializer_list<const char*> fields, bool unique,
+                                        std::optional<Millis> expire_after, bson_error_t& error) const {
   Bson command;
-  BSON_APPEND_UTF8(command.get(), "createIndexes", impl.config.collection.c_str());
+  BSON_APPEND_UTF8(command.get(), "createIndexes", mongoc_collection_get_name(target));
   bson_t indexes, index, key;
   BSON_APPEND_ARRAY_BEGIN(command.get(), "indexes", &indexes);
   BSON_APPEND_DOCUMENT_BEGIN(&indexes, "0", &index);
   BSON_APPEND_DOCUMENT_BEGIN(&index, "key", &key);
-  BSON_APPEND_INT32(&key, "program", 1);
+  for (const char* field : fields)
+    BSON_APPEND_INT32(&key, field, 1);
   bson_append_document_end(&index, &key);
-  BSON_APPEND_UTF8(&index, "name", "program_1");
-  BSON_APPEND_BOOL(&index, "unique", true);
+  BSON_APPEND_UTF8(&index, "name", name);
+  if (unique) BSON_APPEND_BOOL(&index, "unique", true);
+  if (expire_after) {
+    BSON_APPEND_INT64(&index, "expireAfterSeconds",
+                      std::chrono::duration_cast<std::chrono::seconds>(*expire_after).count());
+  }
   bson_append_document_end(&indexes, &index);
   bson_append_array_end(command.get(), &indexes);
   Reply reply;
+  return mongoc_collection_write_command_with_opts(target, command.get(), write_opts.get(), reply.get(), &error);
+}
+
+void MongoStore::ensure_indexes() {
+  m_impl->create_index(m_impl->collection.get(), "program_1", {"program"}, true, std::nullopt);
+}
+
+std::string MongoStore::create_ttl_index(Millis expire_after) {
   bson_error_t error;
-  if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
-                                                 reply.get(), &error)) {
-    impl.fail("createIndexes (unique index on program)", error);
+  if (m_impl->try_create_index(m_impl->collection.get(), "expires_at_ttl", {"expires_at"}, false, expire_after,
+                               error)) {
+    return {};
   }
+  return scrub_secrets(fmt::format("{} (error {})", error.message, error.code), m_impl->config.uri);
+}
+
+bool MongoStore::has_unique_index() {
+  auto& impl = *m_impl;
+  CursorPtr cursor(mongoc_collection_find_indexes_with_opts(impl.collection.get(), nullptr));
+  const bson_t* doc = nullptr;
+  bool found = false;
+  while (mongoc_cursor_next(cursor.get(), &doc)) {
+    bson_iter_t it;
+    const bool named = bson_iter_init_find(&it, doc, "name") && iter_string(it) == "program_1";
+    const bool unique = bson_iter_init_find(&it, doc, "unique") && bson_iter_as_bool(&it);
+    found = found || (named && unique);
+  }
+  bson_error_t error;
+  if (mongoc_cursor_error(cursor.get(), &error) && error.code != 26) { // 26: NamespaceNotFound, no collection yet
+    impl.fail("listIndexes", error);
+  }
+  return found;
+}
+
+ServerInfo MongoStore::server_info() {
+  auto& impl = *m_impl;
+  ServerInfo info;
+  bson_error_t error;
+  ServerDescriptionPtr server(mongoc_client_select_server(impl.client.get(), true, nullptr, &error));
+  if (!server) impl.fail("server selection", error);
+  info.address = mongoc_server_description_host(server.get())->host_and_port;
+  bson_iter_t it;
+  if (bson_iter_init_find(&it, mongoc_server_description_hello_response(server.get()), "maxWireVersion")) {
+    info.max_wire_version = static_cast<int>(bson_iter_as_int64(&it));
+  }
+  Bson command;
+  BSON_APPEND_INT32(command.get(), "buildInfo", 1);
+  Reply reply;
+  if (!mongoc_client_command_simple(impl.client.get(), "admin", command.get(), nullptr, reply.get(), &error)) {
+    impl.fail("buildInfo", error);
+  }
+  if (bson_iter_init_find(&it, reply.get(), "version")) info.version = iter_string(it);
+  return info;
 }
 
 bool MongoStore::insert(LockRecord& lock) {
@@ -408,10 +514,7 @@ std::int64_t MongoStore::purge_expired(std::string_view program, ServerTime expi
 std::int64_t MongoStore::remove(const LockSelector& which) {
   auto& impl = *m_impl;
   Bson selector;
-  if (which.id) append_id(selector.get(), *which.id);
-  append_string(selector.get(), "program", which.program);
-  if (which.token) append_string(selector.get(), "token", *which.token);
-  if (which.process) append_string(selector.get(), "process", *which.process);
+  append_selector(selector.get(), which);
   Reply reply;
   bson_error_t error;
   if (!mongoc_collection_delete_one(impl.collection.get(), selector.get(), impl.write_opts.get(), reply.get(),
@@ -421,26 +524,85 @@ std::int64_t MongoStore::remove(const LockSelector& which) {
   return reply.integer("deletedCount");
 }
 
-std::int64_t MongoStore::renew(std::string_view id, std::string_view token, ServerTime expires_at,
-                               ServerTime renewed_at, Millis ttl) {
-  auto& impl = *m_impl;
+std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* set, std::string_view what) {
   Bson selector;
-  append_id(selector.get(), id);
-  append_string(selector.get(), "token", token);
+  append_selector(selector.get(), which);
   Bson update;
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
-  BSON_APPEND_DATE_TIME(&set, "renewed_at", to_bson_date(renewed_at));
-  BSON_APPEND_INT64(&set, "ttl_ms", ttl.count());
-  bson_append_document_end(update.get(), &set);
+  BSON_APPEND_DOCUMENT(update.get(), "$set", set);
   Reply reply;
   bson_error_t error;
-  if (!mongoc_collection_update_one(impl.collection.get(), selector.get(), update.get(), impl.write_opts.get(),
-                                    reply.get(), &error)) {
-    impl.fail("renewal of the lease", error);
+  if (!mongoc_collection_update_one(collection.get(), selector.get(), update.get(), write_opts.get(), reply.get(),
+                                    &error)) {
+    fail(fmt::format("{} of lock '{}'", what, which.program), error);
   }
   return reply.integer("matchedCount");
+}
+
+std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl) {
+  Bson set;
+  BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
+  BSON_APPEND_DATE_TIME(set.get(), "renewed_at", to_bson_date(renewed_at));
+  BSON_APPEND_INT64(set.get(), "ttl_ms", ttl.count());
+  return m_impl->update(which, set.get(), "renewal");
+}
+
+std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
+  Bson set;
+  BSON_APPEND_DATE_TIME(set.get(), "released_at", to_bson_date(released_at));
+  BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
+  return m_impl->update(which, set.get(), "release");
+}
+
+std::int64_t MongoStore::set_fence(const LockSelector& which, std::int64_t fence) {
+  Bson set;
+  BSON_APPEND_INT64(set.get(), "fence", fence);
+  return m_impl->update(which, set.get(), "fencing token update");
+}
+
+std::int64_t MongoStore::next_fence(std::string_view name) {
+  auto& impl = *m_impl;
+  if (!impl.fences) {
+    const auto fences_name = impl.config.collection + "_fences";
+    impl.fences.reset(
+        mongoc_client_get_collection(impl.client.get(), impl.config.database.c_str(), fences_name.c_str()));
+    impl.create_index(impl.fences.get(), "name_1_fence_1", {"name", "fence"}, true, std::nullopt);
+  }
+  // Highest token so far, plus one; a concurrent allocation of the same value loses on the unique index
+  // and tries the next one.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    Bson filter;
+    append_string(filter.get(), "name", name);
+    Bson opts;
+    bson_t sort;
+    BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "sort", &sort);
+    BSON_APPEND_INT32(&sort, "fence", -1);
+    bson_append_document_end(opts.get(), &sort);
+    BSON_APPEND_INT64(opts.get(), "limit", 1);
+    CursorPtr cursor(mongoc_collection_find_with_opts(impl.fences.get(), filter.get(), opts.get(), nullptr));
+    const bson_t* doc = nullptr;
+    std::int64_t highest = 0;
+    bson_iter_t it;
+    if (mongoc_cursor_next(cursor.get(), &doc) && bson_iter_init_find(&it, doc, "fence") &&
+        BSON_ITER_HOLDS_NUMBER(&it)) {
+      highest = bson_iter_as_int64(&it);
+    }
+    bson_error_t error;
+    if (mongoc_cursor_error(cursor.get(), &error))
+      impl.fail(fmt::format("read of fencing tokens of '{}'", name), error);
+
+    Bson entry;
+    append_string(entry.get(), "name", name);
+    BSON_APPEND_INT64(entry.get(), "fence", highest + 1);
+    BSON_APPEND_DATE_TIME(entry.get(), "allocated_at", to_bson_date(clock().now()));
+    Reply reply;
+    if (mongoc_collection_insert_one(impl.fences.get(), entry.get(), impl.write_opts.get(), reply.get(), &error)) {
+      return highest + 1;
+    }
+    if (error.code != MONGOC_ERROR_DUPLICATE_KEY)
+      impl.fail(fmt::format("allocation of a fencing token for '{}'", name), error);
+  }
+  throw unavailable_error(
+      fmt::format("could not allocate a fencing token for '{}': 100 concurrent allocations won", name));
 }
 
 std::optional<LockRecord> MongoStore::find(std::string_view program) {
@@ -458,9 +620,10 @@ std::optional<LockRecord> MongoStore::find(std::string_view program) {
   return found;
 }
 
-std::vector<LockRecord> MongoStore::list() {
+std::vector<LockRecord> MongoStore::list(std::optional<std::string_view> name) {
   auto& impl = *m_impl;
   Bson filter;
+  if (name) append_string(filter.get(), "name", *name);
   Bson opts;
   bson_t sort;
   BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "sort", &sort);

@@ -35,10 +35,17 @@ public:
   [[nodiscard]] bool insert(LockRecord& lock) override;
   [[nodiscard]] std::int64_t purge_expired(std::string_view program, ServerTime expired_at_or_before) override;
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
-  [[nodiscard]] std::int64_t renew(std::string_view id, std::string_view token, ServerTime expires_at,
-                                   ServerTime renewed_at, Millis ttl) override;
+  [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
+                                   Millis ttl) override;
+  [[nodiscard]] std::int64_t mark_released(const LockSelector& which, ServerTime released_at,
+                                           ServerTime expires_at) override;
+  [[nodiscard]] std::int64_t set_fence(const LockSelector& which, std::int64_t fence) override;
+  [[nodiscard]] std::int64_t next_fence(std::string_view name) override;
   [[nodiscard]] std::optional<LockRecord> find(std::string_view program) override;
-  [[nodiscard]] std::vector<LockRecord> list() override;
+  [[nodiscard]] std::vector<LockRecord> list(std::optional<std::string_view> name = std::nullopt) override;
+  [[nodiscard]] ServerInfo server_info() override;
+  [[nodiscard]] bool has_unique_index() override;
+  [[nodiscard]] std::string create_ttl_index(Millis expire_after) override;
 
   // Commands sent so far (counted only with StoreConfig::count_commands), e.g. "2 (createIndexes 1, insert 1)".
   [[nodiscard]] std::string command_summary() const;

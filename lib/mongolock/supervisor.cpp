@@ -36,16 +36,17 @@ private:
   int m_fd;
 };
 
-// Renews the lease on its own thread. The lease counts as held until renew_deadline after the send time
-// of the last successful renewal; the thread never sends a renewal past that deadline, and it accepts a
-// reply only if it arrived before the previous lease ran out (a later reply may describe a write the server
-// applied after another holder had taken over).
+// Renews the leases of all locks of a run on its own thread. A lock's lease counts as held until
+// renew_deadline after the send time of its last successful renewal; the thread never sends a renewal past
+// that deadline, and it accepts a reply only if it arrived before the previous lease ran out (a later reply
+// may describe a write the server applied after another holder had taken over).
 class Heartbeat {
 public:
-  Heartbeat(Locker& locker, LockRecord& lock, const LeaseTiming& timing, const Log& log)
-      : m_locker(locker), m_lock(lock), m_timing(timing), m_log(log), m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-        m_last_success_sent(locker.store().clock().local_at(lock.renewed_at)) {
+  Heartbeat(Locker& locker, std::vector<LockRecord>& locks, const LeaseTiming& timing, const Log& log)
+      : m_locker(locker), m_locks(locks), m_timing(timing), m_log(log), m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
+    for (const auto& lock : locks)
+      m_last_success_sent.push_back(locker.store().clock().local_at(lock.renewed_at));
     m_thread = std::thread([this] { loop(); });
   }
 
@@ -54,27 +55,23 @@ public:
   Heartbeat& operator=(const Heartbeat&) = delete;
 
   void stop() {
-    {
-      std::lock_guard lock(m_mutex);
-      m_stop = true;
-    }
-    m_cv.notify_all();
+    give_up();
     if (m_thread.joinable()) m_thread.join();
   }
 
-  // When the lease counts as lost unless a renewal succeeds first.
+  // When the lease counts as lost unless a renewal succeeds first: the earliest over all locks.
   [[nodiscard]] SteadyTime deadline() const {
     std::lock_guard lock(m_mutex);
-    return m_last_success_sent + m_timing.renew_deadline;
+    return oldest_success() + m_timing.renew_deadline;
   }
 
-  // Non-empty once a renewal found the lease gone: the reason.
+  // Non-empty once a renewal found a lease gone: the reason.
   [[nodiscard]] std::string gone() const {
     std::lock_guard lock(m_mutex);
     return m_gone;
   }
 
-  // Marks the lease lost (the deadline passed): no renewal is sent after this.
+  // Stops renewing (the lease is lost or the command ended): no renewal is sent after this.
   void give_up() {
     {
       std::lock_guard lock(m_mutex);
@@ -87,39 +84,66 @@ public:
   [[nodiscard]] int wake_fd() const { return m_wake.get(); }
 
 private:
+  [[nodiscard]] SteadyTime oldest_success() const {
+    return *std::min_element(m_last_success_sent.begin(), m_last_success_sent.end());
+  }
+
   void loop() {
-    auto next = m_last_success_sent + m_timing.renew_interval;
     const auto retry_delay = std::clamp(m_timing.renew_interval / 4, Millis(100), Millis(2000));
+    SteadyTime next;
+    {
+      std::lock_guard lock(m_mutex);
+      next = oldest_success() + m_timing.renew_interval;
+    }
     for (;;) {
-      SteadyTime last_sent;
       {
         std::unique_lock lock(m_mutex);
         m_cv.wait_until(lock, next, [this] { return m_stop; });
         if (m_stop) return;
-        last_sent = m_last_success_sent;
       }
-      const auto sent = Clock::now();
-      if (sent >= last_sent + m_timing.renew_deadline) return; // too late to renew: the lease is lost
-      try {
-        if (!m_locker.renew(m_lock, m_timing.ttl, sent)) {
-          report_gone("the lock document is gone (expired and taken over, or broken with 'mongolock break')");
-          return;
-        }
-        const auto received = Clock::now();
-        if (received >= last_sent + m_timing.ttl) {
-          m_log.warning(fmt::format("lease renewal answered after {}, too late to count",
-                                    format_duration(std::chrono::duration_cast<Millis>(received - sent))));
-          next = Clock::now() + retry_delay;
-          continue;
-        }
-        std::lock_guard lock(m_mutex);
-        m_last_success_sent = sent;
-        next = sent + m_timing.renew_interval;
-        m_log.debugf("lease renewed until {}", format_time(m_lock.expires_at));
-      } catch (const Error& e) {
-        m_log.warning(fmt::format("lease renewal failed, retrying: {}", e.what()));
-        next = Clock::now() + retry_delay;
+      bool all_renewed = true;
+      for (std::size_t i = 0; i < m_locks.size(); ++i) {
+        const auto outcome = renew_one(i);
+        if (outcome == Renewal::gone) return;
+        all_renewed = all_renewed && outcome == Renewal::renewed;
       }
+      std::lock_guard lock(m_mutex);
+      next = all_renewed ? oldest_success() + m_timing.renew_interval : Clock::now() + retry_delay;
+    }
+  }
+
+  enum class Renewal { renewed, failed, gone };
+
+  Renewal renew_one(std::size_t i) {
+    SteadyTime last_sent;
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_stop) return Renewal::gone;
+      last_sent = m_last_success_sent[i];
+    }
+    auto& lease = m_locks[i];
+    const auto sent = Clock::now();
+    if (sent >= last_sent + m_timing.renew_deadline) return Renewal::gone; // too late: the lease is lost
+    try {
+      if (!m_locker.renew(lease, m_timing.ttl, sent)) {
+        report_gone(fmt::format("the lock document of '{}' is gone (expired and taken over, or broken with "
+                                "'mongolock break')",
+                                lease.program));
+        return Renewal::gone;
+      }
+      const auto received = Clock::now();
+      if (received >= last_sent + m_timing.ttl) {
+        m_log.warning(fmt::format("lease renewal of '{}' answered after {}, too late to count", lease.program,
+                                  format_duration(std::chrono::duration_cast<Millis>(received - sent))));
+        return Renewal::failed;
+      }
+      std::lock_guard lock(m_mutex);
+      m_last_success_sent[i] = sent;
+      m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
+      return Renewal::renewed;
+    } catch (const Error& e) {
+      m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));
+      return Renewal::failed;
     }
   }
 
@@ -133,7 +157,7 @@ private:
   }
 
   Locker& m_locker;
-  LockRecord& m_lock;
+  std::vector<LockRecord>& m_locks;
   const LeaseTiming m_timing;
   const Log& m_log;
   Fd m_wake;
@@ -141,9 +165,17 @@ private:
   std::condition_variable m_cv;
   bool m_stop = false;
   std::string m_gone;
-  SteadyTime m_last_success_sent;
+  std::vector<SteadyTime> m_last_success_sent;
   std::thread m_thread;
 };
+
+// "'a', 'b'" for messages.
+std::string lock_names(const std::vector<LockRecord>& locks) {
+  std::string names;
+  for (const auto& lock : locks)
+    names += fmt::format("{}'{}'", names.empty() ? "" : ", ", lock.program);
+  return names;
+}
 
 int poll_timeout_ms(SteadyTime now, SteadyTime until) {
   const auto ms = std::chrono::ceil<Millis>(until - now).count();
@@ -152,11 +184,12 @@ int poll_timeout_ms(SteadyTime now, SteadyTime until) {
 
 } // namespace
 
-RunOutcome supervise(Locker& locker, LockRecord& lock, Child& child, const SignalBlock& signals,
+RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& child, const SignalBlock& signals,
                      const RunPolicy& policy, const Log& log) {
   Fd signal_fd(signalfd(-1, &signals.blocked(), SFD_CLOEXEC | SFD_NONBLOCK));
   if (signal_fd.get() < 0) throw internal_error(fmt::format("signalfd failed: {}", std::strerror(errno)));
-  Heartbeat heartbeat(locker, lock, policy.lease, log);
+  Heartbeat heartbeat(locker, locks, policy.lease, log);
+  const auto names = lock_names(locks);
 
   RunOutcome outcome;
   const auto started = Clock::now();
@@ -184,18 +217,18 @@ RunOutcome supervise(Locker& locker, LockRecord& lock, Child& child, const Signa
         heartbeat.give_up();
         switch (policy.on_lost) {
         case OnLost::term:
-          log.error(fmt::format("lease on '{}' lost: {}; stopping the command (SIGTERM, SIGKILL after {})",
-                                lock.program, reason, format_duration(policy.lease.kill_grace)));
+          log.error(fmt::format("lease on {} lost: {}; stopping the command (SIGTERM, SIGKILL after {})", names, reason,
+                                format_duration(policy.lease.kill_grace)));
           stop_command(policy.lease.kill_grace);
           break;
         case OnLost::kill:
-          log.error(fmt::format("lease on '{}' lost: {}; killing the command", lock.program, reason));
+          log.error(fmt::format("lease on {} lost: {}; killing the command", names, reason));
           child.signal(SIGKILL);
           break;
         case OnLost::ignore:
-          log.error(fmt::format("lease on '{}' lost: {}; the command keeps running (--on-lost ignore) and may "
+          log.error(fmt::format("lease on {} lost: {}; the command keeps running (--on-lost ignore) and may "
                                 "overlap another holder",
-                                lock.program, reason));
+                                names, reason));
           break;
         }
       }

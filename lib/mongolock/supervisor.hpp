@@ -28,14 +28,14 @@ struct RunOutcome {
   bool timed_out = false;  // --timeout stopped the command
 };
 
-// Supervises `child` while it holds `lock`: a heartbeat thread renews the lease every
-// policy.lease.renew_interval (sooner after a failure); when no renewal has succeeded for renew_deadline
-// since the last successful one was sent, or a renewal finds the lease gone, the lease is lost and
+// Supervises `child` while it holds `locks` (all of them; losing any one is losing the lease): a heartbeat thread
+// renews the lease every policy.lease.renew_interval (sooner after a failure); when no renewal has succeeded for
+// renew_deadline since the last successful one was sent, or a renewal finds the lease gone, the lease is lost and
 // policy.on_lost applies. Signals in forwarded_signals() are forwarded to the command's process group.
 // Returns when the command has ended (it is always reaped) and the heartbeat has stopped; does not
 // release the lock. `signals` must be the block created before the heartbeat thread and the child.
 // The locker's store is used only by the heartbeat thread until this returns.
-[[nodiscard]] RunOutcome supervise(Locker& locker, LockRecord& lock, Child& child, const SignalBlock& signals,
-                                   const RunPolicy& policy, const Log& log);
+[[nodiscard]] RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& child,
+                                   const SignalBlock& signals, const RunPolicy& policy, const Log& log);
 
 } // namespace mongolock

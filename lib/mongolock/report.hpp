@@ -1,0 +1,40 @@
+// Presenting locks: the text and JSON forms of `status` and `list`. JSON field names are stable and
+// documented in mongolock(1) (JSON OUTPUT).
+#pragma once
+
+#include <mongolock/lock_store.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mongolock {
+
+// A lock document as seen at server time `now`.
+struct LockView {
+  LockRecord lock;
+  ServerTime now{};
+  std::optional<bool> holder_alive; // only for holders on this host: does their pid still exist?
+};
+
+// "held", "expired" or "released" (within its minimum hold).
+[[nodiscard]] std::string lock_state(const LockView& view);
+
+// True while the lock keeps others out: unexpired, released or not.
+[[nodiscard]] bool is_live(const LockView& view);
+
+// Whether process `holder` ("host:pid") is alive, when it runs on this host; nullopt for other hosts or a
+// holder identity that is not host:pid.
+[[nodiscard]] std::optional<bool> holder_alive_here(const std::string& holder);
+
+// `status NAME`: "key: value" lines, one block per document (plain lock or slot), or "state: free".
+[[nodiscard]] std::string status_text(const std::string& name, const std::vector<LockView>& locks);
+// `status NAME --json`: {"name", "state": "held"|"free", "locks": [lock objects]}.
+[[nodiscard]] std::string status_json(const std::string& name, const std::vector<LockView>& locks);
+
+// `list`: a table NAME HOLDER ACQUIRED EXPIRES ALIVE, or "no locks held".
+[[nodiscard]] std::string list_text(const std::vector<LockView>& locks);
+// `list --json`: a JSON array of lock objects.
+[[nodiscard]] std::string list_json(const std::vector<LockView>& locks);
+
+} // namespace mongolock
