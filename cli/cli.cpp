@@ -115,7 +115,8 @@ void add_take_options(CLI::App* cmd, Texts& texts, bool& fence, int& slots) {
   add_option(cmd, "-w,--wait", texts.wait, "Keep trying this long while the lock is held (DUR or 'forever')");
   add_option(cmd, "--min-hold", texts.min_hold,
              "Keep the lock at least this long after acquiring it, even when released sooner");
-  cmd->add_flag("--fence", fence, "Allocate a fencing token (only ever grows per name)")->envname("MONGOLOCK_FENCE");
+  // No environment variable: MONGOLOCK_FENCE is what run exports to its command.
+  cmd->add_flag("--fence", fence, "Allocate a fencing token (only ever grows per name)");
   add_option(cmd, "--slots", slots, "Semaphore: up to N holders share the name")->capture_default_str();
 }
 
