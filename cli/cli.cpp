@@ -169,10 +169,9 @@ int run_cli(std::vector<std::string> args, Log& log) {
   Texts texts;
   bool verbose = false;
   bool quiet = false;
-  auto* uri_opt = add_option(&app, "--uri", global.store.uri, "MongoDB connection string")->capture_default_str();
+  add_option(&app, "--uri", global.store.uri, "MongoDB connection string")->capture_default_str();
   add_option(&app, "--uri-file", texts.uri_file,
-             "Read the connection string from this file (keeps passwords out of ps)")
-      ->excludes(uri_opt);
+             "Read the connection string from this file (keeps passwords out of ps)");
   add_option(&app, "--db", global.store.database, "Database of the locks collection")->capture_default_str();
   add_option(&app, "--collection", global.store.collection, "Collection of the lock documents")->capture_default_str();
   add_option(&app, "--connect-timeout", texts.connect_timeout, "Bound on connecting and server selection")
@@ -267,7 +266,14 @@ int run_cli(std::vector<std::string> args, Log& log) {
     verbose = env_flag("MONGOLOCK_VERBOSE");
     quiet = !verbose && env_flag("MONGOLOCK_QUIET");
   }
-  if (!texts.uri_file.empty()) global.store.uri = read_uri_file(texts.uri_file);
+  // --uri and --uri-file: the one from the stronger source wins; both on the command line is an error.
+  const bool uri_file_on_command_line = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--uri-file" || a.rfind("--uri-file=", 0) == 0;
+  });
+  if (uri_on_command_line && uri_file_on_command_line) {
+    throw usage_error("--uri and --uri-file both given; use one of them");
+  }
+  if (!texts.uri_file.empty() && !uri_on_command_line) global.store.uri = read_uri_file(texts.uri_file);
   log = Log(verbose ? Verbosity::verbose : quiet ? Verbosity::quiet : Verbosity::normal, global.store.uri);
   if (uri_on_command_line && !uri_password(global.store.uri).empty()) {
     log.warning("the password in --uri is visible to other users (ps, shell history); use --uri-file or "
