@@ -72,7 +72,6 @@ std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
 }
 
 int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log) {
-  if (outcome.interrupted) return k_exit_held; // the caller handles the signal
   const auto holders = locker.holders(outcome.held);
   if (holders.empty()) {
     // The holder released between our attempt and this read; the name was held when we tried.

@@ -346,7 +346,6 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
 
 MongoStore::~MongoStore() = default;
 
-std::string MongoStore::command_summary() const { return m_impl->monitor.summary(); }
 
 void MongoStore::Impl::refresh_clock() {
   bson_error_t error;

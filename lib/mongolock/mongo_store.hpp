@@ -15,7 +15,8 @@ struct StoreConfig {
   Millis connect_timeout{5000};     // bounds TCP connect and server selection (connectTimeoutMS,
                                     // serverSelectionTimeoutMS)
   Millis operation_timeout{10'000}; // bounds each command: socketTimeoutMS and the write concern's wtimeout
-  bool count_commands = false;      // count commands by name (command monitoring) and print them at the end
+  bool count_commands = false;      // count commands by name (command monitoring); when the store closes, print
+                                    // "mongolock: debug: server commands: N (name n, ...)" to stderr
 };
 
 // A LockStore on one MongoDB deployment. Every write uses write concern {w: "majority", j: true}: a w:1
@@ -46,9 +47,6 @@ public:
   [[nodiscard]] ServerInfo server_info() override;
   [[nodiscard]] bool has_unique_index() override;
   [[nodiscard]] std::string create_ttl_index(Millis expire_after) override;
-
-  // Commands sent so far (counted only with StoreConfig::count_commands), e.g. "2 (createIndexes 1, insert 1)".
-  [[nodiscard]] std::string command_summary() const;
 
 private:
   struct Impl;

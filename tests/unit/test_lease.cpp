@@ -18,9 +18,11 @@ using namespace std::chrono_literals;
 namespace {
 
 // The Error make_lease_timing throws, or nothing when it accepts the values.
-std::optional<Error> timing_error(Millis ttl, std::optional<Millis> kill_grace = std::nullopt) {
+std::optional<Error> timing_error(Millis ttl, std::optional<Millis> kill_grace = std::nullopt,
+                                  std::optional<Millis> renew_interval = std::nullopt,
+                                  std::optional<Millis> renew_deadline = std::nullopt) {
   try {
-    (void)make_lease_timing(ttl, kill_grace);
+    (void)make_lease_timing(ttl, kill_grace, renew_interval, renew_deadline);
   } catch (const Error& e) {
     return e;
   }
@@ -217,6 +219,126 @@ TEST_CASE("The ttl suggested in the refusal accepts the kill grace given") {
     CHECK_MESSAGE(!retry.has_value(), "--ttl " << suggested << " refused: " << (retry ? std::string(retry->what()) : std::string()));
     // "At least" should be close to the least: within a second of 30/7 of the grace (and 2s).
     CHECK(suggested_ttl <= std::max(Millis(2s), Millis(grace.count() * 30 / 7)) + 1s);
+  }
+}
+
+TEST_CASE("An explicit renew interval and deadline are kept") {
+  const auto t = make_lease_timing(1min, std::nullopt, 5s, 30s);
+  CHECK(t.ttl == 1min);
+  CHECK(t.renew_interval == 5s);
+  CHECK(t.renew_deadline == 30s);
+  CHECK(t.kill_grace == 5s);
+
+  SUBCASE("only the interval") {
+    const auto u = make_lease_timing(30s, std::nullopt, 2s);
+    CHECK(u.renew_interval == 2s);
+    CHECK(u.renew_deadline == 20s);
+    CHECK(u.kill_grace == 5s);
+  }
+  SUBCASE("only the deadline, shrinking the default kill grace") {
+    const auto u = make_lease_timing(30s, std::nullopt, std::nullopt, 25s);
+    CHECK(u.renew_interval == 10s);
+    CHECK(u.renew_deadline == 25s);
+    CHECK(u.kill_grace == 2s); // 30s - 25s - 3s margin
+  }
+  SUBCASE("a shorter deadline leaves room for a longer kill grace") {
+    const auto u = make_lease_timing(30s, 15s, 2s, 12s);
+    CHECK(u.kill_grace == 15s);
+    CHECK(u.renew_deadline + u.kill_grace + lease_safety_margin(u.ttl) == u.ttl);
+  }
+}
+
+TEST_CASE("A renew interval not shorter than the deadline is refused") {
+  std::optional<Millis> interval;
+  std::optional<Millis> deadline;
+  SUBCASE("equal") {
+    interval = 10s;
+    deadline = 10s;
+  }
+  SUBCASE("longer") {
+    interval = 15s;
+    deadline = 10s;
+  }
+  SUBCASE("explicit interval at the default deadline") { interval = 20s; }
+  SUBCASE("explicit deadline at the default interval") { deadline = 10s; }
+  SUBCASE("explicit deadline below the default interval") { deadline = 5s; }
+  const auto err = timing_error(30s, std::nullopt, interval, deadline);
+  REQUIRE(err);
+  CHECK(err->exit_code() == k_exit_usage);
+  CHECK(doctest::String(err->what()) == doctest::Contains("--renew-interval"));
+  CHECK(doctest::String(err->what()) == doctest::Contains("--renew-deadline"));
+  CHECK_FALSE(timing_error(30s, std::nullopt, 1ms, 2ms));
+}
+
+TEST_CASE("A renew deadline that leaves no time to stop the command is refused") {
+  // ttl 30s, margin 3s: the deadline must stay below 27s.
+  CHECK(make_lease_timing(30s, std::nullopt, std::nullopt, 26'999ms).kill_grace == 1ms);
+  for (const Millis deadline : std::initializer_list<Millis>{27s, 28s, 30s, 31s, 1h}) {
+    CAPTURE(deadline.count());
+    const auto err = timing_error(30s, std::nullopt, std::nullopt, deadline);
+    REQUIRE(err);
+    CHECK(err->exit_code() == k_exit_usage);
+    const std::string message = err->what();
+    CAPTURE(message);
+    CHECK(doctest::String(message.c_str()) == doctest::Contains("--renew-deadline"));
+    CHECK(doctest::String(message.c_str()) == doctest::Contains("--ttl 30s"));
+    const auto below = value_after(message, "keep it below ");
+    REQUIRE_FALSE(below.empty());
+    const auto limit = parse_duration(below, "--renew-deadline");
+    CHECK(limit == 27s);
+    CHECK_FALSE(timing_error(30s, std::nullopt, std::nullopt, limit - 1ms));
+  }
+}
+
+TEST_CASE("The lease invariant holds for every accepted renew deadline and kill grace") {
+  std::size_t accepted = 0;
+  std::size_t refused = 0;
+  for (const Millis ttl : std::initializer_list<Millis>{1s, 1500ms, 2s, 5s, 10s, 30s, 1min, 10min, 1h}) {
+    for (Millis deadline = ttl / 20; deadline <= ttl + ttl / 10; deadline += ttl / 20) {
+      for (const std::optional<Millis> grace : {std::optional<Millis>(), std::optional<Millis>(1ms),
+                                                std::optional<Millis>(ttl / 10), std::optional<Millis>(ttl / 3),
+                                                std::optional<Millis>(5s)}) {
+        try {
+          const auto t = make_lease_timing(ttl, grace, deadline / 2, deadline);
+          ++accepted;
+          const bool ok = t.renew_deadline == deadline && t.renew_interval < t.renew_deadline &&
+                          t.kill_grace > 0ms && t.renew_deadline + t.kill_grace + lease_safety_margin(ttl) <= ttl;
+          if (!ok) {
+            CAPTURE(ttl.count());
+            CAPTURE(deadline.count());
+            CAPTURE(t.kill_grace.count());
+            CHECK(ok);
+          }
+        } catch (const Error& e) {
+          ++refused;
+          CHECK(e.exit_code() == k_exit_usage);
+        }
+      }
+    }
+  }
+  CHECK(accepted > 100);
+  CHECK(refused > 100);
+}
+
+// The "--ttl of at least X" suggestion is computed for the default deadline (2/3 ttl) even when the user gave
+// --renew-deadline, so with a fixed deadline the suggested ttl can still be refused.
+TEST_CASE("The ttl suggested for a kill grace works with the renew deadline given") {
+  const Millis deadline = 25s;
+  const Millis grace = 5s;
+  const auto err = timing_error(30s, grace, std::nullopt, deadline);
+  REQUIRE(err);
+  const std::string message = err->what();
+  CAPTURE(message);
+  const auto suggested = value_after(message, "--ttl of at least ");
+  REQUIRE_FALSE(suggested.empty());
+  const auto suggested_ttl = parse_duration(suggested, "--ttl");
+  const auto retry = timing_error(suggested_ttl, grace, std::nullopt, deadline);
+  CHECK_MESSAGE(!retry.has_value(), "--ttl " << suggested << " refused: " << (retry ? std::string(retry->what()) : std::string()));
+
+  SUBCASE("the kill grace suggested does work") {
+    const auto suggested_grace = parse_duration(value_after(message, "use --kill-grace "), "--kill-grace");
+    CHECK(suggested_grace == 2s);
+    CHECK_FALSE(timing_error(30s, suggested_grace, std::nullopt, deadline));
   }
 }
 

@@ -41,7 +41,7 @@ TEST_SUITE_BEGIN("LockName");
 TEST_CASE("Ordinary names are accepted") {
   CHECK_NOTHROW(validate_lock_name("nightly-report"));
   CHECK_NOTHROW(validate_lock_name("a"));
-  CHECK_NOTHROW(validate_lock_name("backup.db1:daily/2024 run #3"));
+  CHECK_NOTHROW(validate_lock_name("backup.db1:daily/2024 run 3"));
   CHECK_NOTHROW(validate_lock_name("x-"));
   CHECK_NOTHROW(validate_lock_name("~!@$%^&*()_+=[]{};'\",<>?"));
 }
@@ -156,6 +156,43 @@ TEST_CASE("A leading '-' is refused because it reads as an option") {
   CHECK(err->exit_code() == k_exit_usage);
   CHECK(doctest::String(err->what()) == doctest::Contains("'-'"));
   CHECK(doctest::String(err->what()) == doctest::Contains("option"));
+}
+
+TEST_CASE("'#' is refused because it is reserved for semaphore slots") {
+  std::string name;
+  SUBCASE("slot-like suffix") { name = "nightly#1"; }
+  SUBCASE("leading") { name = "#nightly"; }
+  SUBCASE("alone") { name = "#"; }
+  SUBCASE("trailing") { name = "nightly#"; }
+  const auto shown_name = escaped(name);
+  CAPTURE(shown_name);
+  CHECK_THROWS_AS(validate_lock_name(name), Error);
+  const auto err = name_error(name);
+  REQUIRE(err);
+  CHECK(err->exit_code() == k_exit_usage);
+  CHECK(doctest::String(err->what()) == doctest::Contains("'#'"));
+  CHECK(doctest::String(err->what()) == doctest::Contains("slot"));
+}
+
+// The refusals for a leading '-' and for '#' quote the name before its bytes are checked, so a name such as
+// "-\x1b]0;owned\x07" or "a#\nmongolock: lock acquired" reaches stderr verbatim: the terminal escape runs and
+// the newline forges a log line — the very thing the control-character rule exists to prevent.
+TEST_CASE("Refusals never echo the control characters of a name") {
+  std::string name;
+  SUBCASE("leading '-' with a terminal escape") { name = "-\x1b]0;owned\x07"; }
+  SUBCASE("leading '-' with a newline") { name = "-x\nmongolock: lock acquired"; }
+  SUBCASE("'#' with a newline") { name = "a#\nmongolock: lock acquired"; }
+  SUBCASE("'#' with a C0 escape") { name = "a#\x1b[2J"; }
+  SUBCASE("control character alone") { name = "a\x1b[2J"; }
+  const auto shown_name = escaped(name);
+  CAPTURE(shown_name);
+  const auto err = name_error(name);
+  REQUIRE(err);
+  CHECK(err->exit_code() == k_exit_usage);
+  const std::string message = err->what();
+  const auto shown_message = escaped(message);
+  CAPTURE(shown_message);
+  CHECK(message.find_first_of("\x1b\x07\n") == std::string::npos);
 }
 
 TEST_CASE("Valid multibyte UTF-8 is accepted") {
