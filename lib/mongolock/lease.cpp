@@ -11,10 +11,31 @@ Millis lease_safety_margin(Millis ttl) { return std::max(Millis(200), ttl / 10);
 
 namespace {
 
-// Smallest whole-second ttl whose room (ttl/3 - margin) holds `grace`: ttl * 7/30 >= grace, ttl >= 2s.
-Millis min_ttl_for_grace(Millis grace) {
-  const auto ttl = std::max(Millis(2000), Millis((grace.count() * 30 + 6) / 7));
-  return std::chrono::ceil<std::chrono::seconds>(ttl);
+// Rounds `d` up to what format_duration() shows exactly, so a suggested value means what it says.
+Millis round_up_for_display(Millis d) {
+  using namespace std::chrono;
+  if (d >= hours(24)) return ceil<hours>(d);
+  if (d >= hours(1)) return ceil<minutes>(d);
+  if (d >= seconds(10)) return ceil<seconds>(d);
+  if (d >= seconds(1)) return ceil<duration<Millis::rep, std::deci>>(d);
+  return d;
+}
+
+// The room a ttl leaves for the kill grace: ttl - renew deadline - safety margin.
+Millis room_for_grace(Millis ttl, std::optional<Millis> renew_deadline) {
+  return ttl - renew_deadline.value_or(ttl * 2 / 3) - lease_safety_margin(ttl);
+}
+
+// The smallest ttl (as displayed) whose room holds `grace`; the room grows with the ttl.
+Millis min_ttl_for_grace(Millis grace, std::optional<Millis> renew_deadline) {
+  // Closed-form estimate (room = ttl*7/30 or ttl/3 - 200ms by default; ttl - D - max(200ms, ttl/10) with a
+  // fixed deadline D), then a few 1ms steps for integer rounding.
+  auto ttl = renew_deadline ? std::max(*renew_deadline + grace + Millis(200), (*renew_deadline + grace) * 10 / 9)
+                            : std::max(grace * 30 / 7, (grace + Millis(200)) * 3);
+  ttl = std::max(ttl, k_min_ttl);
+  while (room_for_grace(ttl, renew_deadline) < grace)
+    ttl += Millis(1);
+  return round_up_for_display(ttl);
 }
 
 } // namespace
@@ -35,7 +56,7 @@ LeaseTiming make_lease_timing(Millis ttl, std::optional<Millis> kill_grace, std:
                                   "renewal is retried before the lease counts as lost",
                                   format_duration(t.renew_interval), format_duration(t.renew_deadline)));
   }
-  const auto room = ttl - t.renew_deadline - lease_safety_margin(ttl);
+  const auto room = room_for_grace(ttl, t.renew_deadline);
   if (renew_deadline && room <= Millis(0)) {
     throw usage_error(fmt::format("--renew-deadline {} leaves no time to stop the command within --ttl {}; keep it "
                                   "below {}",
@@ -52,7 +73,7 @@ LeaseTiming make_lease_timing(Millis ttl, std::optional<Millis> kill_grace, std:
         fmt::format("--kill-grace {} is too long for --ttl {}: a command stopped after a lost lease could outlive the "
                     "lease; use --kill-grace {} or less, or a --ttl of at least {}",
                     format_duration(t.kill_grace), format_duration(ttl), format_duration(room),
-                    format_duration(min_ttl_for_grace(t.kill_grace))));
+                    format_duration(min_ttl_for_grace(t.kill_grace, renew_deadline))));
   }
   return t;
 }

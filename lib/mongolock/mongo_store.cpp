@@ -346,7 +346,6 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
 
 MongoStore::~MongoStore() = default;
 
-
 void MongoStore::Impl::refresh_clock() {
   bson_error_t error;
   const auto started = std::chrono::steady_clock::now();

@@ -1,5 +1,7 @@
 #include <mongolock/uri.hpp>
 
+#include <algorithm>
+
 namespace mongolock {
 
 namespace {
@@ -9,18 +11,22 @@ struct PasswordSpan {
   std::size_t end = 0; // begin == end: no password
 };
 
-// Finds the password in scheme://user:password@hosts/...; the userinfo ends at the last '@' before the
-// first '/', '?' or '#' after the scheme (passwords may themselves contain '@' when not escaped).
+// Finds the password in scheme://user:password@hosts/...: the userinfo ends at the last '@' before the
+// query ('?') or fragment ('#'), so a password with an unescaped '@' or '/' is still covered. In a
+// malformed URI without "://" before that '@' ("alice:pw@host", "mongodb:/alice:pw@host"), the password
+// is what follows the last ':' before the '@'.
 PasswordSpan find_password(std::string_view uri) {
+  const auto limit = std::min(uri.find_first_of("?#"), uri.size());
+  const auto at = limit == 0 ? std::string_view::npos : uri.rfind('@', limit - 1);
+  if (at == std::string_view::npos) return {};
   const auto scheme_end = uri.find("://");
-  if (scheme_end == std::string_view::npos) return {};
+  if (scheme_end == std::string_view::npos || scheme_end > at) {
+    const auto colon = uri.rfind(':', at);
+    return colon == std::string_view::npos ? PasswordSpan{} : PasswordSpan{colon + 1, at};
+  }
   const auto start = scheme_end + 3;
-  auto authority_end = uri.find_first_of("/?#", start);
-  if (authority_end == std::string_view::npos) authority_end = uri.size();
-  const auto at = uri.rfind('@', authority_end == 0 ? 0 : authority_end - 1);
-  if (at == std::string_view::npos || at < start) return {};
   const auto colon = uri.find(':', start);
-  if (colon == std::string_view::npos || colon > at) return {};
+  if (colon == std::string_view::npos || colon > at) return {}; // a user name, no password
   return {colon + 1, at};
 }
 

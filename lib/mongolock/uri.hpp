@@ -7,7 +7,8 @@
 namespace mongolock {
 
 // Returns `uri` with the password of its userinfo ("mongodb://user:PASS@host") replaced by "***".
-// A URI without a password comes back unchanged. Never throws; works on malformed URIs too.
+// A URI without a password comes back unchanged. Never throws; works on malformed URIs too (without
+// "://", the password is what follows the last ':' before the '@').
 [[nodiscard]] std::string redact_uri(std::string_view uri);
 
 // The password in `uri`'s userinfo, percent-decoded, or "" when there is none.

@@ -242,7 +242,8 @@ TEST_CASE("Formatting puts a minus sign before negative durations") {
 }
 
 TEST_CASE("Formatted durations parse back to the shown value") {
-  for (const Millis d : std::initializer_list<Millis>{1ms, 850ms, 1500ms, 12s, 245s, 10min, 1h + 2min, 3 * 24h + 4h, 24h * 365}) {
+  for (const Millis d :
+       std::initializer_list<Millis>{1ms, 850ms, 1500ms, 12s, 245s, 10min, 1h + 2min, 3 * 24h + 4h, 24h * 365}) {
     const auto text = format_duration(d);
     CAPTURE(text);
     CHECK(parse_duration(text, "--ttl") == d);

@@ -2,6 +2,7 @@
 
 #include <mongolock/error.hpp>
 #include <mongolock/exit_codes.hpp>
+#include <mongolock/log.hpp>
 
 #include <csignal>
 #include <stdexcept>
@@ -27,9 +28,9 @@ TEST_CASE("Exit codes have the documented values") {
 }
 
 TEST_CASE("Exit codes fit in an exit status and do not collide with signal statuses") {
-  for (const int code : {k_exit_ok, k_exit_not_held, k_exit_usage, k_exit_not_holder, k_exit_unavailable,
-                         k_exit_internal, k_exit_held, k_exit_lease_lost, k_exit_timeout, k_exit_cannot_execute,
-                         k_exit_not_found}) {
+  for (const int code :
+       {k_exit_ok, k_exit_not_held, k_exit_usage, k_exit_not_holder, k_exit_unavailable, k_exit_internal, k_exit_held,
+        k_exit_lease_lost, k_exit_timeout, k_exit_cannot_execute, k_exit_not_found}) {
     CAPTURE(code);
     CHECK(code >= 0);
     CHECK(code <= 127);
@@ -82,6 +83,17 @@ TEST_CASE("An Error thrown is caught as std::exception with its code intact") {
     REQUIRE(error != nullptr);
     CHECK(error->exit_code() == k_exit_unavailable);
   }
+}
+
+TEST_CASE("The top-level handler maps each failure to its exit code") {
+  const Log log(Verbosity::quiet);
+  CHECK(guarded_main(log, [] { return 42; }) == 42);
+  CHECK(guarded_main(log, []() -> int { throw usage_error("bad option"); }) == k_exit_usage);
+  CHECK(guarded_main(log, []() -> int { throw Error(k_exit_held, "held"); }) == k_exit_held);
+  CHECK(guarded_main(log, []() -> int { throw unavailable_error("no server"); }) == k_exit_unavailable);
+  // Anything that is not an Error is a bug in mongolock: exit 70, never a crash.
+  CHECK(guarded_main(log, []() -> int { throw std::logic_error("bug"); }) == k_exit_internal);
+  CHECK(guarded_main(log, []() -> int { throw 7; }) == k_exit_internal);
 }
 
 TEST_SUITE_END();

@@ -197,12 +197,12 @@ TEST_CASE("Refusals never echo the control characters of a name") {
 
 TEST_CASE("Valid multibyte UTF-8 is accepted") {
   CHECK_NOTHROW(validate_lock_name("deploy-日本"));
-  CHECK_NOTHROW(validate_lock_name("caf\xc3\xa9"));                    // 2-byte U+00E9
-  CHECK_NOTHROW(validate_lock_name("\xc2\xa0"));                       // U+00A0, lowest non-control 2-byte
-  CHECK_NOTHROW(validate_lock_name("\xe0\xa0\x80"));                   // U+0800, lowest 3-byte
-  CHECK_NOTHROW(validate_lock_name("\xef\xbf\xbd"));                   // U+FFFD
-  CHECK_NOTHROW(validate_lock_name("job-\xf0\x9f\x94\x92"));           // U+1F512, 4-byte
-  CHECK_NOTHROW(validate_lock_name("\xf4\x8f\xbf\xbf"));               // U+10FFFF, highest code point
+  CHECK_NOTHROW(validate_lock_name("caf\xc3\xa9"));                   // 2-byte U+00E9
+  CHECK_NOTHROW(validate_lock_name("\xc2\xa0"));                      // U+00A0, lowest non-control 2-byte
+  CHECK_NOTHROW(validate_lock_name("\xe0\xa0\x80"));                  // U+0800, lowest 3-byte
+  CHECK_NOTHROW(validate_lock_name("\xef\xbf\xbd"));                  // U+FFFD
+  CHECK_NOTHROW(validate_lock_name("job-\xf0\x9f\x94\x92"));          // U+1F512, 4-byte
+  CHECK_NOTHROW(validate_lock_name("\xf4\x8f\xbf\xbf"));              // U+10FFFF, highest code point
   CHECK_NOTHROW(validate_lock_name("\xf0\x90\x80\x80-\xed\x9f\xbf")); // U+10000 and U+D7FF
 }
 
@@ -225,6 +225,19 @@ TEST_CASE("Invalid UTF-8 is refused") {
   REQUIRE(err);
   CHECK(err->exit_code() == k_exit_usage);
   CHECK(doctest::String(err->what()) == doctest::Contains("UTF-8"));
+}
+
+TEST_CASE("A sequence cut off by the end of the name is refused whatever bytes follow in memory") {
+  const std::string buffer = "deploy-\xe6\x97\xa5-caf\xc3\xa9";
+  CHECK_NOTHROW(validate_lock_name(buffer));
+  for (const std::size_t cut : {std::size_t{8}, std::size_t{9}, std::size_t{15}}) {
+    CAPTURE(cut);
+    const auto err = name_error(std::string_view(buffer.data(), cut));
+    REQUIRE(err);
+    CHECK(err->exit_code() == k_exit_usage);
+    CHECK(doctest::String(err->what()) == doctest::Contains("UTF-8"));
+  }
+  CHECK_NOTHROW(validate_lock_name(std::string_view(buffer.data(), 10)));
 }
 
 TEST_CASE("The error for invalid UTF-8 gives its byte offset") {
@@ -261,8 +274,10 @@ TEST_CASE("C1 control characters are refused like the ASCII ones") {
   std::string name;
   SUBCASE("U+0080") { name = "deploy\xc2\x80"; }
   SUBCASE("U+0085 next line") { name = "deploy\xc2\x85prod"; }
-  SUBCASE("U+009B CSI") { name = "deploy\xc2\x9b"
-                                 "2J"; }
+  SUBCASE("U+009B CSI") {
+    name = "deploy\xc2\x9b"
+           "2J";
+  }
   SUBCASE("U+009F") { name = "deploy\xc2\x9f"; }
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);

@@ -101,6 +101,22 @@ TEST_CASE("Malformed URIs with a password still have it redacted") {
   CHECK(redact_uri("foo://u:pw@") == "foo://u:***@");
 }
 
+// A URI whose "mongodb://" is missing or mistyped is the commonest malformed --uri. The driver refuses it and
+// mongo_store quotes redact_uri(uri) in "invalid --uri '...'", then scrub_secrets(message, uri): both find no
+// "://" and leave "alice:s3cret@..." in the printed error.
+TEST_CASE("A password is hidden even when the scheme is missing or mistyped") {
+  std::string uri;
+  SUBCASE("no scheme") { uri = "alice:s3cret@localhost:27017/locks"; }
+  SUBCASE("one slash") { uri = "mongodb:/alice:s3cret@localhost"; }
+  SUBCASE("no slashes") { uri = "mongodb:alice:s3cret@localhost"; }
+  CAPTURE(uri);
+  CHECK(redact_uri(uri).find("s3cret") == std::string::npos);
+  CHECK(uri_password(uri) == "s3cret");
+  const auto printed = scrub_secrets("invalid --uri '" + redact_uri(uri) + "': Invalid URI Schema", uri);
+  CAPTURE(printed);
+  CHECK(printed.find("s3cret") == std::string::npos);
+}
+
 TEST_CASE("Scrubbing replaces the password as written") {
   const auto uri = "mongodb://alice:s3cret@localhost/locks"s;
   CHECK(scrub_secrets("Authentication failed for password s3cret", uri) == "Authentication failed for password ***");
@@ -133,7 +149,7 @@ TEST_CASE("Scrubbing replaces the whole URI by its redacted form") {
 
 TEST_CASE("Scrubbing never leaves a password in the message") {
   for (const auto& uri : {"mongodb://u:hunter2@h"s, "mongodb://u:p@ss@h/db"s, "mongodb://u:p%2Fw%40d@h/?x=1"s,
-                         "mongodb+srv://u:pa:ss@cluster/"s}) {
+                          "mongodb+srv://u:pa:ss@cluster/"s}) {
     CAPTURE(uri);
     const auto password = uri_password(uri);
     REQUIRE_FALSE(password.empty());
