@@ -45,11 +45,7 @@ bool file_exists(const std::string& path) {
 // The config file read by default: $MONGOLOCK_CONFIG, else the first of $XDG_CONFIG_HOME/mongolock/config
 // (~/.config/mongolock/config) and /etc/mongolock.conf that exists.
 std::string default_config_file() {
-  if (env_set("MONGOLOCK_CONFIG")) {
-    const std::string path = std::getenv("MONGOLOCK_CONFIG");
-    if (!file_exists(path)) throw usage_error(fmt::format("MONGOLOCK_CONFIG names '{}', which is not a file", path));
-    return path;
-  }
+  if (env_set("MONGOLOCK_CONFIG")) return std::getenv("MONGOLOCK_CONFIG"); // checked after parsing
   std::string xdg = env_set("XDG_CONFIG_HOME") ? std::getenv("XDG_CONFIG_HOME") : "";
   if (xdg.empty() && env_set("HOME")) xdg = std::string(std::getenv("HOME")) + "/.config";
   for (const auto& path :
@@ -59,13 +55,27 @@ std::string default_config_file() {
   return {};
 }
 
+// The long name of a config key given by an option's short name ("E = 5" means conflict-exit-code).
+std::string long_key(const std::string& key) {
+  if (key == "E") return "conflict-exit-code";
+  if (key == "v") return "verbose";
+  if (key == "q") return "quiet";
+  if (key == "w") return "wait";
+  return key;
+}
+
 // CLI11 applies a config file before the environment; dropping every config item whose environment
 // variable is set gives the documented precedence: command line > environment > config file > default.
 class EnvFirstConfig : public CLI::ConfigTOML {
 public:
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     auto values = CLI::ConfigTOML::from_config(input);
-    std::erase_if(values, [](const CLI::ConfigItem& item) { return env_set(env_for(item.name)); });
+    std::erase_if(values, [](const CLI::ConfigItem& item) {
+      const auto key = long_key(item.name);
+      // Either verbosity variable overrides both verbosity keys: they are one setting.
+      if (key == "verbose" || key == "quiet") return env_set("MONGOLOCK_VERBOSE") || env_set("MONGOLOCK_QUIET");
+      return env_set(env_for(key));
+    });
     return values;
   }
 };
@@ -77,20 +87,29 @@ CLI::Option* add_option(CLI::App* app, const std::string& flags, T& value, const
   return app->add_option(flags, value, help)->envname(env_for(long_name));
 }
 
-// Duration options are read as text and parsed after CLI11, so errors name the option and the format.
-struct Texts {
+// Options are read as text and parsed after CLI11, so errors name the option and the format. Each command
+// has its own, so that "[run] ttl" in a config file never sets acquire's TTL.
+struct GlobalTexts {
   std::string connect_timeout = "5s";
   std::string grace = "2s";
+  std::string uri_file;
+};
+
+struct TakeTexts {
   std::string ttl;
+  std::string wait;
+  std::string min_hold;
+  bool fence = false;
+  int slots = 1;
+};
+
+struct RunTexts {
   std::string kill_grace;
   std::string renew_interval;
   std::string renew_deadline;
   std::string timeout;
   std::string kill_after = "5s";
-  std::string wait;
-  std::string min_hold;
   std::string on_lost = "term";
-  std::string uri_file;
 };
 
 Millis duration_or(const std::string& text, const char* what, Millis fallback) {
@@ -102,22 +121,22 @@ std::optional<Millis> optional_duration(const std::string& text, const char* wha
   return parse_duration(text, what);
 }
 
-TakeOptions take_options(const Texts& texts, bool fence, int slots) {
+TakeOptions take_options(const TakeTexts& texts) {
   TakeOptions take;
   if (!texts.wait.empty()) take.wait = texts.wait == "forever" ? k_wait_forever : parse_duration(texts.wait, "--wait");
   take.min_hold = duration_or(texts.min_hold, "--min-hold", Millis(0));
-  take.fence = fence;
-  take.slots = slots;
+  take.fence = texts.fence;
+  take.slots = texts.slots;
   return take;
 }
 
-void add_take_options(CLI::App* cmd, Texts& texts, bool& fence, int& slots) {
+void add_take_options(CLI::App* cmd, TakeTexts& texts) {
   add_option(cmd, "-w,--wait", texts.wait, "Keep trying this long while the lock is held (DUR or 'forever')");
   add_option(cmd, "--min-hold", texts.min_hold,
              "Keep the lock at least this long after acquiring it, even when released sooner");
   // No environment variable: MONGOLOCK_FENCE is what run exports to its command.
-  cmd->add_flag("--fence", fence, "Allocate a fencing token (only ever grows per name)");
-  add_option(cmd, "--slots", slots, "Semaphore: up to N holders share the name")->capture_default_str();
+  cmd->add_flag("--fence", texts.fence, "Allocate a fencing token (only ever grows per name)");
+  add_option(cmd, "--slots", texts.slots, "Semaphore: up to N holders share the name")->capture_default_str();
 }
 
 // The URI given with --uri (or MONGOLOCK_URI), found before parsing so that even a parse error cannot
@@ -141,6 +160,35 @@ std::vector<std::string> split_command(std::vector<std::string>& args) {
   return command;
 }
 
+struct VerbosityFlags {
+  bool verbose = false; // -v/--verbose on the command line
+  bool quiet = false;   // -q/--quiet on the command line
+};
+
+VerbosityFlags verbosity_flags(const std::vector<std::string>& args) {
+  VerbosityFlags flags;
+  for (const auto& a : args) {
+    flags.verbose = flags.verbose || a == "-v" || a == "--verbose";
+    flags.quiet = flags.quiet || a == "-q" || a == "--quiet";
+  }
+  return flags;
+}
+
+// -v/-q: the command line wins (both there is an error), then MONGOLOCK_VERBOSE/MONGOLOCK_QUIET (1/0),
+// then the config file (what CLI11 parsed when neither flag was on the command line).
+Verbosity verbosity(VerbosityFlags flags, bool parsed_verbose, bool parsed_quiet) {
+  auto [v, q] = flags;
+  if (v && q) throw usage_error("-v/--verbose and -q/--quiet both given; use one of them");
+  if (!v && !q && (env_set("MONGOLOCK_VERBOSE") || env_set("MONGOLOCK_QUIET"))) {
+    v = env_flag("MONGOLOCK_VERBOSE");
+    q = !v && env_flag("MONGOLOCK_QUIET");
+  } else if (!v && !q) {
+    v = parsed_verbose;
+    q = !v && parsed_quiet;
+  }
+  return v ? Verbosity::verbose : q ? Verbosity::quiet : Verbosity::normal;
+}
+
 // Reads the URI from --uri-file: the first line, without surrounding white space.
 std::string read_uri_file(const std::string& path) {
   std::ifstream in(path);
@@ -159,14 +207,15 @@ int run_cli(std::vector<std::string> args, Log& log) {
   app.fallthrough();
   app.set_version_flag("--version", k_version);
   app.config_formatter(std::make_shared<EnvFirstConfig>());
-  app.set_config("--config", default_config_file(),
-                 "Config file (default: $MONGOLOCK_CONFIG, ~/.config/mongolock/config, /etc/mongolock.conf)");
+  auto* config_opt =
+      app.set_config("--config", default_config_file(),
+                     "Config file (default: $MONGOLOCK_CONFIG, ~/.config/mongolock/config, /etc/mongolock.conf)");
   app.footer("Precedence: command line > MONGOLOCK_* environment > config file > default.\n"
              "Exit codes: 0 ok, 1 status: free, 64 usage, 65 not the holder, 69 MongoDB unavailable, 70 internal,\n"
              "75 held (-E), 76 lease lost, 124 timeout, 126 cannot execute, 127 not found. See mongolock(1).");
 
   GlobalOptions global;
-  Texts texts;
+  GlobalTexts texts;
   bool verbose = false;
   bool quiet = false;
   add_option(&app, "--uri", global.store.uri, "MongoDB connection string")->capture_default_str();
@@ -181,19 +230,18 @@ int run_cli(std::vector<std::string> args, Log& log) {
   add_option(&app, "-E,--conflict-exit-code", global.conflict_exit_code, "Exit code when the lock is held")
       ->check(CLI::Range(0, 255))
       ->capture_default_str();
-  // MONGOLOCK_VERBOSE / MONGOLOCK_QUIET are read after parsing: CLI11 would count "0" as given.
-  auto* verbose_flag =
-      app.add_flag("-v,--verbose", verbose, "Log each step with timings on stderr (MONGOLOCK_VERBOSE)");
-  app.add_flag("-q,--quiet", quiet, "Print nothing but errors (MONGOLOCK_QUIET)")->excludes(verbose_flag);
+  // MONGOLOCK_VERBOSE / MONGOLOCK_QUIET and the precedence between -v and -q are handled after parsing
+  // (verbosity()): CLI11 would count "0" as given, and its excludes() would not follow the precedence.
+  app.add_flag("-v,--verbose", verbose, "Log each step with timings on stderr (MONGOLOCK_VERBOSE)");
+  app.add_flag("-q,--quiet", quiet, "Print nothing but errors (MONGOLOCK_QUIET)");
 
   AcquireOptions acquire;
-  bool acquire_fence = false;
-  int acquire_slots = 1;
+  TakeTexts acquire_texts;
   auto* acquire_cmd = app.add_subcommand("acquire", "Take a lock and print its token (nothing renews it)");
   acquire_cmd->add_option("NAME", acquire.name, "Lock name")->required();
-  add_option(acquire_cmd, "--ttl", texts.ttl, "Lease length (default 10m)");
+  add_option(acquire_cmd, "--ttl", acquire_texts.ttl, "Lease length (default 10m)");
   acquire_cmd->add_option("--process", acquire.process, "Holder identity (default: host:pid of the calling shell)");
-  add_take_options(acquire_cmd, texts, acquire_fence, acquire_slots);
+  add_take_options(acquire_cmd, acquire_texts);
 
   ReleaseOptions release;
   auto* release_cmd = app.add_subcommand("release", "Release a lock held by this caller, a token or a process");
@@ -202,30 +250,32 @@ int run_cli(std::vector<std::string> args, Log& log) {
   release_cmd->add_option("--process", release.process, "Release the lock held by this holder (host:pid)");
 
   RenewOptions renew;
+  std::string renew_ttl;
   auto* renew_cmd = app.add_subcommand("renew", "Extend a lock taken with acquire to now + TTL");
   renew_cmd->add_option("NAME", renew.name, "Lock name")->required();
-  add_option(renew_cmd, "--ttl", texts.ttl, "New lease length from now (default 10m)");
+  add_option(renew_cmd, "--ttl", renew_ttl, "New lease length from now (default 10m)");
   renew_cmd->add_option("--token", renew.token, "Renew the acquisition with this token");
   renew_cmd->add_option("--process", renew.process, "Renew the lock held by this holder (host:pid)");
 
   RunOptions run;
-  bool run_fence = false;
-  int run_slots = 1;
+  TakeTexts run_take;
+  RunTexts run_texts;
   auto* run_cmd =
       app.add_subcommand("run", "Run a command holding the locks: mongolock run NAME [NAME...] -- CMD [ARGS...]");
   run_cmd->add_option("NAME", run.names, "Lock names (all or none)")->required();
-  add_option(run_cmd, "--ttl", texts.ttl, "Lease length (default 30s)");
-  add_option(run_cmd, "--renew-interval", texts.renew_interval, "Time between renewals (default TTL/3)");
-  add_option(run_cmd, "--renew-deadline", texts.renew_deadline,
+  add_option(run_cmd, "--ttl", run_take.ttl, "Lease length (default 30s)");
+  add_option(run_cmd, "--renew-interval", run_texts.renew_interval, "Time between renewals (default TTL/3)");
+  add_option(run_cmd, "--renew-deadline", run_texts.renew_deadline,
              "The lease is lost when no renewal succeeded this long (default 2/3 TTL)");
-  add_option(run_cmd, "--kill-grace", texts.kill_grace,
+  add_option(run_cmd, "--kill-grace", run_texts.kill_grace,
              "After a lost lease: SIGTERM to SIGKILL (default min(5s, what --ttl allows))");
-  add_option(run_cmd, "--on-lost", texts.on_lost, "What a lost lease does to the command: term, kill or ignore")
+  add_option(run_cmd, "--on-lost", run_texts.on_lost, "What a lost lease does to the command: term, kill or ignore")
       ->check(CLI::IsMember({"term", "kill", "ignore"}))
       ->capture_default_str();
-  add_option(run_cmd, "--timeout", texts.timeout, "Stop the command after this long (exit 124)");
-  add_option(run_cmd, "--kill-after", texts.kill_after, "After --timeout: SIGTERM to SIGKILL")->capture_default_str();
-  add_take_options(run_cmd, texts, run_fence, run_slots);
+  add_option(run_cmd, "--timeout", run_texts.timeout, "Stop the command after this long (exit 124)");
+  add_option(run_cmd, "--kill-after", run_texts.kill_after, "After --timeout: SIGTERM to SIGKILL")
+      ->capture_default_str();
+  add_take_options(run_cmd, run_take);
 
   StatusOptions status;
   auto* status_cmd = app.add_subcommand("status", "Show a lock's holder and times; exit 0 when held, 1 when free");
@@ -239,16 +289,22 @@ int run_cli(std::vector<std::string> args, Log& log) {
   BreakOptions brk;
   auto* break_cmd = app.add_subcommand("break", "Remove a lock whoever holds it (needs --force; logged)");
   break_cmd->add_option("NAME", brk.name, "Lock name")->required();
-  break_cmd->add_flag("--force", brk.force, "Yes, remove someone else's lock");
+  // Only ever from the command line: a config file or variable must not disarm this.
+  break_cmd->add_flag("--force", brk.force, "Yes, remove someone else's lock")->configurable(false);
 
   auto* doctor_cmd = app.add_subcommand("doctor", "Check the connection, server, clock offset, index and write access");
   auto* init_cmd = app.add_subcommand("init", "Create the indexes up front (unique program; TTL where supported)");
 
-  const bool uri_on_command_line =
-      uri_in_arguments(args) != "" && std::any_of(args.begin(), args.end(), [](const std::string& a) {
-        return a == "--uri" || a.rfind("--uri=", 0) == 0;
-      });
+  // What the command line itself says, before parse() consumes args (run's command excluded).
   run.command = split_command(args);
+  const auto given = [&](std::string_view option) {
+    return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
+      return a == option || (a.size() > option.size() && a.starts_with(option) && a[option.size()] == '=');
+    });
+  };
+  const bool uri_on_command_line = given("--uri");
+  const bool uri_file_on_command_line = given("--uri-file");
+  const auto flags = verbosity_flags(args);
   std::reverse(args.begin(), args.end()); // CLI11 takes the arguments in reverse order
   try {
     app.parse(args);
@@ -262,19 +318,16 @@ int run_cli(std::vector<std::string> args, Log& log) {
     throw usage_error(scrub_secrets(fmt::format("{}; see 'mongolock --help'", e.what()), global.store.uri));
   }
 
-  if (!verbose && !quiet) {
-    verbose = env_flag("MONGOLOCK_VERBOSE");
-    quiet = !verbose && env_flag("MONGOLOCK_QUIET");
+  if (config_opt->count() == 0 && env_set("MONGOLOCK_CONFIG") && !file_exists(std::getenv("MONGOLOCK_CONFIG"))) {
+    throw usage_error(fmt::format("MONGOLOCK_CONFIG names '{}', which is not a file", std::getenv("MONGOLOCK_CONFIG")));
   }
+  const auto level = verbosity(flags, verbose, quiet);
   // --uri and --uri-file: the one from the stronger source wins; both on the command line is an error.
-  const bool uri_file_on_command_line = std::any_of(args.begin(), args.end(), [](const std::string& a) {
-    return a == "--uri-file" || a.rfind("--uri-file=", 0) == 0;
-  });
   if (uri_on_command_line && uri_file_on_command_line) {
     throw usage_error("--uri and --uri-file both given; use one of them");
   }
   if (!texts.uri_file.empty() && !uri_on_command_line) global.store.uri = read_uri_file(texts.uri_file);
-  log = Log(verbose ? Verbosity::verbose : quiet ? Verbosity::quiet : Verbosity::normal, global.store.uri);
+  log = Log(level, global.store.uri);
   if (uri_on_command_line && !uri_password(global.store.uri).empty()) {
     log.warning("the password in --uri is visible to other users (ps, shell history); use --uri-file or "
                 "MONGOLOCK_URI instead");
@@ -287,24 +340,26 @@ int run_cli(std::vector<std::string> args, Log& log) {
   }
 
   if (acquire_cmd->parsed()) {
-    acquire.ttl = duration_or(texts.ttl, "--ttl", k_default_acquire_ttl);
-    acquire.take = take_options(texts, acquire_fence, acquire_slots);
+    acquire.ttl = duration_or(acquire_texts.ttl, "--ttl", k_default_acquire_ttl);
+    acquire.take = take_options(acquire_texts);
     return acquire_command(global, acquire, log);
   }
   if (release_cmd->parsed()) return release_command(global, release, log);
   if (renew_cmd->parsed()) {
-    renew.ttl = duration_or(texts.ttl, "--ttl", k_default_acquire_ttl);
+    renew.ttl = duration_or(renew_ttl, "--ttl", k_default_acquire_ttl);
     return renew_command(global, renew, log);
   }
   if (run_cmd->parsed()) {
-    run.ttl = duration_or(texts.ttl, "--ttl", k_default_run_ttl);
-    run.kill_grace = optional_duration(texts.kill_grace, "--kill-grace");
-    run.renew_interval = optional_duration(texts.renew_interval, "--renew-interval");
-    run.renew_deadline = optional_duration(texts.renew_deadline, "--renew-deadline");
-    run.timeout = optional_duration(texts.timeout, "--timeout");
-    run.kill_after = parse_duration(texts.kill_after, "--kill-after");
-    run.on_lost = texts.on_lost == "kill" ? OnLost::kill : texts.on_lost == "ignore" ? OnLost::ignore : OnLost::term;
-    run.take = take_options(texts, run_fence, run_slots);
+    run.ttl = duration_or(run_take.ttl, "--ttl", k_default_run_ttl);
+    run.kill_grace = optional_duration(run_texts.kill_grace, "--kill-grace");
+    run.renew_interval = optional_duration(run_texts.renew_interval, "--renew-interval");
+    run.renew_deadline = optional_duration(run_texts.renew_deadline, "--renew-deadline");
+    run.timeout = optional_duration(run_texts.timeout, "--timeout");
+    run.kill_after = parse_duration(run_texts.kill_after, "--kill-after");
+    run.on_lost = run_texts.on_lost == "kill"     ? OnLost::kill
+                  : run_texts.on_lost == "ignore" ? OnLost::ignore
+                                                  : OnLost::term;
+    run.take = take_options(run_take);
     return run_command(global, run, log);
   }
   if (status_cmd->parsed()) return status_command(global, status, log);

@@ -76,12 +76,13 @@ int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcom
   if (holders.empty()) {
     // The holder released between our attempt and this read; the name was held when we tried.
     log.info(fmt::format("lock '{}' is held (its holder released it just now; try again)", outcome.held));
-  } else if (holders.size() == 1 && holders.front().slot == 0) {
+  } else if (holders.size() == 1 && holders.front().slot <= 1) {
     log.info(fmt::format("lock '{}' is {}", outcome.held, locker.describe_holder(holders.front())));
   } else {
     log.info(fmt::format("all {} slots of lock '{}' are held:", holders.size(), outcome.held));
-    for (const auto& h : holders)
-      log.info(fmt::format("  slot {} {}", h.slot, locker.describe_holder(h)));
+    for (const auto& h : holders) {
+      log.info(fmt::format("  slot {} {}", std::max(h.slot, 1), locker.describe_holder(h)));
+    }
   }
   return global.conflict_exit_code;
 }
@@ -90,7 +91,7 @@ int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcom
 // that did not match the plain name: semaphore slots live under "NAME#K".
 std::optional<LockRecord> find_slot(Locker& locker, const LockSelector& which) {
   for (auto& lock : locker.holders(which.program)) {
-    if (lock.slot == 0) continue;
+    if (lock.program == which.program) continue; // the plain name was tried already
     if ((which.token && lock.token == *which.token) || (which.process && lock.process == *which.process)) {
       return lock;
     }
@@ -257,7 +258,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
   }
   if (!expires) {
     refuse_not_holder(locker, options.name, options.token ? "the given token" : *process,
-                      "renewed (an expired lock cannot be renewed: acquire it again)");
+                      "renewed; an expired lock cannot be renewed, acquire it again");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
   return k_exit_ok;
@@ -304,16 +305,16 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     return exit_code_for_signal(*signo);
   }
 
+  // Every MONGOLOCK_* variable describes this run: stale ones inherited from an outer run are replaced or
+  // removed.
   std::vector<std::pair<std::string, std::string>> env{
       {"MONGOLOCK_NAME", join(locks, [](const LockRecord& l) { return l.name; })},
       {"MONGOLOCK_TOKEN", join(locks, [](const LockRecord& l) { return l.token; })},
       {"MONGOLOCK_PROCESS", locks.front().process}};
-  if (options.take.fence) {
-    env.emplace_back("MONGOLOCK_FENCE", join(locks, [](const LockRecord& l) { return fmt::format("{}", *l.fence); }));
-  }
-  if (options.take.slots > 1) {
-    env.emplace_back("MONGOLOCK_SLOT", join(locks, [](const LockRecord& l) { return fmt::format("{}", l.slot); }));
-  }
+  const auto fences = join(locks, [](const LockRecord& l) { return l.fence ? fmt::format("{}", *l.fence) : ""; });
+  const auto slots = join(locks, [](const LockRecord& l) { return l.slot > 0 ? fmt::format("{}", l.slot) : ""; });
+  env.emplace_back("MONGOLOCK_FENCE", options.take.fence ? fences : std::string());
+  env.emplace_back("MONGOLOCK_SLOT", options.take.slots > 1 ? slots : std::string());
   std::optional<Child> child;
   try {
     child.emplace(Child::spawn(ChildSpec{options.command, std::move(env), signals.previous()}));

@@ -15,16 +15,16 @@ namespace mongolock {
 // One lock document: one acquisition of one lock name. Field names in MongoDB are in brackets.
 struct LockRecord {
   std::string id;           // [_id] ObjectId as 24 hex digits, new for every acquisition
-  std::string program;      // [program] the unique key (index "program_1"): the lock name, or "NAME#K" for slot K
+  std::string program;      // [program] the unique key (index "program_1"): the lock name; "NAME#K" for slot K >= 2
   std::string name;         // [name] the lock name as the user gave it
-  int slot = 0;             // [slot] semaphore slot 1..N (acquired with --slots N), 0 for a plain lock
+  int slot = 0;             // [slot] semaphore slot 1..N (with --slots N >= 2), 0 for a plain lock
   std::string process;      // [process] the holder, "<host>:<pid>"
   std::string token;        // [token] 128 random bits as hex; whoever knows it may release or renew
   ServerTime acquired_at{}; // [acquired_at] server clock, UTC
   ServerTime expires_at{};  // [expires_at] server clock, UTC; free for takeover after this (+ grace)
   ServerTime renewed_at{};  // [renewed_at] server clock, UTC; equals acquired_at until renewed
   ServerTime hold_until{};  // [hold_until] server clock, UTC; a release before this only ends the
-                            // lease at hold_until (--min-hold); equals acquired_at without it
+                            // lease at hold_until (--min-hold); the epoch (1970) without it
   std::optional<ServerTime> released_at; // [released_at] set by a release during the minimum hold
   Millis ttl{0};                         // [ttl_ms] the lease length, milliseconds
   std::string host;                      // [host] the holder's host name

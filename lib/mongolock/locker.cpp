@@ -9,8 +9,8 @@
 
 namespace mongolock {
 
-std::string slot_program(std::string_view name, int slot, int slots) {
-  return slots > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
+std::string slot_program(std::string_view name, int slot) {
+  return slot > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
 }
 
 std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index) {
@@ -49,7 +49,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
 
   bool acquired = false;
   for (int slot = 1; slot <= request.slots && !acquired; ++slot) {
-    lock.program = slot_program(request.name, slot, request.slots);
+    lock.program = slot_program(request.name, slot);
     lock.slot = request.slots > 1 ? slot : 0;
     lock.id.clear();
     acquired = insert();
@@ -94,13 +94,19 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
   std::mt19937_64 random(std::random_device{}());
   AcquireOutcome outcome;
   for (int attempt = 0;; ++attempt) {
-    for (const auto& request : requests) {
-      auto lock = try_acquire(request, attempt == 0);
-      if (!lock) {
-        outcome.held = request.name;
-        break;
+    try {
+      for (const auto& request : requests) {
+        auto lock = try_acquire(request, attempt == 0);
+        if (!lock) {
+          outcome.held = request.name;
+          break;
+        }
+        outcome.locks.push_back(std::move(*lock));
       }
-      outcome.locks.push_back(std::move(*lock));
+    } catch (const Error&) {
+      for (auto it = outcome.locks.rbegin(); it != outcome.locks.rend(); ++it)
+        release_quietly(*it);
+      throw;
     }
     if (outcome.locks.size() == requests.size()) return outcome;
     // All or none: give back what this attempt took, newest first.
@@ -128,10 +134,17 @@ ReleaseOutcome Locker::release(const LockSelector& which) {
   if (m_store.remove(no_hold_left) == 1) return {ReleaseOutcome::released, {}};
   // Not deleted: maybe the lock is ours but within its minimum hold; then it ends at hold_until instead.
   const auto current = m_store.find(which.program);
-  if (!current || current->released_at || current->hold_until <= now) return {ReleaseOutcome::not_holder, {}};
+  if (!current || current->released_at) return {ReleaseOutcome::not_holder, {}};
+  if (current->hold_until <= now || current->expires_at <= now) {
+    // No hold left (or a document without hold_until), or the lease already ran out, so there is nothing
+    // to keep: delete it if it is ours, whatever its hold_until says.
+    if (m_store.remove(which) == 1) return {ReleaseOutcome::released, {}};
+    return {ReleaseOutcome::not_holder, {}};
+  }
   auto in_hold = which;
   in_hold.id = current->id;
   in_hold.not_released = true;
+  in_hold.expires_after = now;
   if (m_store.mark_released(in_hold, now, current->hold_until) != 1) return {ReleaseOutcome::not_holder, {}};
   return {ReleaseOutcome::min_hold, current->hold_until};
 }

@@ -54,22 +54,23 @@ class Locker {
 public:
   Locker(LockStore& store, const Log& log) : m_store(store), m_log(log) {}
 
-  // One acquisition attempt on each slot in turn (slot K of NAME is program "NAME#K"; a plain lock is
-  // program NAME). With `ensure_index`, first creates the unique index (createIndexes). Per slot: insert;
-  // on duplicate key, purge an expired lock and insert again. With --fence, then allocates a fencing token
-  // and stores it. Returns the new lock, or nullopt when every slot is held. Server commands for a free
-  // plain lock: insert (+ createIndexes); when held: insert + delete per slot. Throws Error (exit 69) on
+  // One acquisition attempt on each slot in turn (slot_program()). With `ensure_index`, first creates the unique index
+  // (createIndexes). Per slot: insert; on duplicate key, purge an expired lock and insert again. With --fence, then
+  // allocates a fencing token and stores it. Returns the new lock, or nullopt when every slot is held. Server commands
+  // for a free plain lock: insert (+ createIndexes); when held: insert + delete per slot. Throws Error (exit 69) on
   // server errors; when an insert failed in a way that may still have written it, first tries to delete
   // that exact acquisition.
   [[nodiscard]] std::optional<LockRecord> try_acquire(const AcquireRequest& request, bool ensure_index = true);
 
   // Acquires every request (callers sort the names, so that all take them in one order) or none: when a
-  // name is held, releases those taken so far and, within policy.wait, backs off and tries again.
+  // name is held, releases those taken so far and, within policy.wait, backs off and tries again. On an
+  // Error, releases those taken so far and rethrows.
   [[nodiscard]] AcquireOutcome acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                            const Sleeper& sleep);
 
-  // Releases the one document `which` selects: deletes it, or, during its minimum hold, marks it released
-  // and lets it expire at hold_until (one more command). Never touches a document `which` does not select.
+  // Releases the one document `which` selects: deletes it, or, during its minimum hold (and while its
+  // lease lasts), marks it released and lets it expire at hold_until (two more commands). Never touches
+  // a document `which` does not select.
   [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
 
   // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock).
@@ -96,8 +97,9 @@ private:
   const Log& m_log;
 };
 
-// The `program` value of slot `slot` of lock `name`: "NAME#K" (names may not contain '#'), or NAME
-// itself for a plain lock (slots == 1).
-[[nodiscard]] std::string slot_program(std::string_view name, int slot, int slots);
+// The `program` value of slot `slot` of lock `name`: NAME itself for slot 1 (so a plain lock is slot 1 of
+// every semaphore of that name, and the two exclude each other there), "NAME#K" for K >= 2 (names may
+// not contain '#').
+[[nodiscard]] std::string slot_program(std::string_view name, int slot);
 
 } // namespace mongolock

@@ -41,7 +41,7 @@ int foreground_terminal() {
   return -1;
 }
 
-// "NAME=VALUE" strings for the command: this environment with spec.env added or replaced.
+// "NAME=VALUE" strings for the command: this environment with spec.env set, replaced or removed.
 std::vector<std::string> child_environment(const ChildSpec& spec) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -52,8 +52,9 @@ std::vector<std::string> child_environment(const ChildSpec& spec) {
       replaced = replaced || key == name;
     if (!replaced) env.emplace_back(entry);
   }
-  for (const auto& [key, value] : spec.env)
-    env.push_back(key + "=" + value);
+  for (const auto& [key, value] : spec.env) {
+    if (!value.empty()) env.push_back(key + "=" + value);
+  }
   return env;
 }
 

@@ -33,7 +33,8 @@ private:
 
 struct ChildSpec {
   std::vector<std::string> argv;                        // argv[0] is looked up in PATH (execvpe)
-  std::vector<std::pair<std::string, std::string>> env; // added to (or replacing in) this environment
+  std::vector<std::pair<std::string, std::string>> env; // set in (replacing) this environment; an empty
+                                                        // value removes the variable
   sigset_t signal_mask{};                               // the mask the command starts with
 };
 
