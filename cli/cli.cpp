@@ -168,8 +168,14 @@ struct VerbosityFlags {
 VerbosityFlags verbosity_flags(const std::vector<std::string>& args) {
   VerbosityFlags flags;
   for (const auto& a : args) {
-    flags.verbose = flags.verbose || a == "-v" || a == "--verbose";
-    flags.quiet = flags.quiet || a == "-q" || a == "--quiet";
+    flags.verbose = flags.verbose || a == "--verbose";
+    flags.quiet = flags.quiet || a == "--quiet";
+    if (a.size() < 2 || a[0] != '-' || a[1] == '-') continue;
+    // Short flags, possibly combined ("-vq"); -E and -w take the rest of the word as their value.
+    for (std::size_t i = 1; i < a.size() && a[i] != 'E' && a[i] != 'w'; ++i) {
+      flags.verbose = flags.verbose || a[i] == 'v';
+      flags.quiet = flags.quiet || a[i] == 'q';
+    }
   }
   return flags;
 }
