@@ -95,35 +95,39 @@ struct GlobalTexts {
   std::string uri_file;
 };
 
+// Optional texts are std::optional so that an empty value given on purpose (--ttl '') is an error, not
+// "not given".
+using Text = std::optional<std::string>;
+
 struct TakeTexts {
-  std::string ttl;
-  std::string wait;
-  std::string min_hold;
+  Text ttl;
+  Text wait;
+  Text min_hold;
   bool fence = false;
   int slots = 1;
 };
 
 struct RunTexts {
-  std::string kill_grace;
-  std::string renew_interval;
-  std::string renew_deadline;
-  std::string timeout;
+  Text kill_grace;
+  Text renew_interval;
+  Text renew_deadline;
+  Text timeout;
   std::string kill_after = "5s";
   std::string on_lost = "term";
 };
 
-Millis duration_or(const std::string& text, const char* what, Millis fallback) {
-  return text.empty() ? fallback : parse_duration(text, what);
+Millis duration_or(const Text& text, const char* what, Millis fallback) {
+  return text ? parse_duration(*text, what) : fallback;
 }
 
-std::optional<Millis> optional_duration(const std::string& text, const char* what) {
-  if (text.empty()) return std::nullopt;
-  return parse_duration(text, what);
+std::optional<Millis> optional_duration(const Text& text, const char* what) {
+  if (!text) return std::nullopt;
+  return parse_duration(*text, what);
 }
 
 TakeOptions take_options(const TakeTexts& texts) {
   TakeOptions take;
-  if (!texts.wait.empty()) take.wait = texts.wait == "forever" ? k_wait_forever : parse_duration(texts.wait, "--wait");
+  if (texts.wait) take.wait = *texts.wait == "forever" ? k_wait_forever : parse_duration(*texts.wait, "--wait");
   take.min_hold = duration_or(texts.min_hold, "--min-hold", Millis(0));
   take.fence = texts.fence;
   take.slots = texts.slots;
@@ -151,13 +155,34 @@ std::string uri_in_arguments(const std::vector<std::string>& args) {
 }
 
 // Splits off the command of `run NAME... -- CMD ARGS...` at the first "--", which CLI11 would otherwise
-// mix with the names.
-std::vector<std::string> split_command(std::vector<std::string>& args) {
+// mix with the names. nullopt when there is no "--"; an empty command for a trailing "--".
+std::optional<std::vector<std::string>> split_command(std::vector<std::string>& args) {
   const auto dashes = std::find(args.begin(), args.end(), "--");
-  if (dashes == args.end()) return {};
+  if (dashes == args.end()) return std::nullopt;
   std::vector<std::string> command(dashes + 1, args.end());
   args.erase(dashes, args.end());
   return command;
+}
+
+// The first word that is neither an option nor an option's value, when it is not a command: what the
+// user meant as a command. "" when there is none. Used to name an unknown command in the error.
+std::string unknown_command(const std::vector<std::string>& args, const CLI::App& app) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (a.starts_with("-")) {
+      // The global options that take a separate value skip it ("--uri X").
+      static const std::vector<std::string> k_with_value{"--uri",        "--uri-file",           "--db",
+                                                         "--collection", "--connect-timeout",    "--grace",
+                                                         "-E",           "--conflict-exit-code", "--config"};
+      if (std::find(k_with_value.begin(), k_with_value.end(), a) != k_with_value.end()) ++i;
+      continue;
+    }
+    for (const auto* sub : app.get_subcommands({})) {
+      if (sub->get_name() == a) return "";
+    }
+    return a;
+  }
+  return "";
 }
 
 struct VerbosityFlags {
@@ -195,6 +220,11 @@ Verbosity verbosity(VerbosityFlags flags, bool parsed_verbose, bool parsed_quiet
   return v ? Verbosity::verbose : q ? Verbosity::quiet : Verbosity::normal;
 }
 
+// Where an option's value came from: 3 the command line, 2 the environment, 1 the config file, 0 the default.
+int source_rank(bool on_command_line, const char* env, bool set) {
+  return on_command_line ? 3 : env_set(env) ? 2 : set ? 1 : 0;
+}
+
 // Reads the URI from --uri-file: the first line, without surrounding white space.
 std::string read_uri_file(const std::string& path) {
   std::ifstream in(path);
@@ -210,6 +240,7 @@ std::string read_uri_file(const std::string& path) {
 int run_cli(std::vector<std::string> args, Log& log) {
   CLI::App app{"mongolock: keep jobs from running twice at once across machines, with a lock in MongoDB.", "mongolock"};
   app.require_subcommand(1);
+  app.allow_config_extras(CLI::config_extras_mode::error); // a misspelt key is an error, not silently ignored
   app.fallthrough();
   app.set_version_flag("--version", k_version);
   app.config_formatter(std::make_shared<EnvFirstConfig>());
@@ -256,7 +287,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
   release_cmd->add_option("--process", release.process, "Release the lock held by this holder (host:pid)");
 
   RenewOptions renew;
-  std::string renew_ttl;
+  Text renew_ttl;
   auto* renew_cmd = app.add_subcommand("renew", "Extend a lock taken with acquire to now + TTL");
   renew_cmd->add_option("NAME", renew.name, "Lock name")->required();
   add_option(renew_cmd, "--ttl", renew_ttl, "New lease length from now (default 10m)");
@@ -302,7 +333,9 @@ int run_cli(std::vector<std::string> args, Log& log) {
   auto* init_cmd = app.add_subcommand("init", "Create the indexes up front (unique program; TTL where supported)");
 
   // What the command line itself says, before parse() consumes args (run's command excluded).
-  run.command = split_command(args);
+  const auto command = split_command(args);
+  run.command = command.value_or(std::vector<std::string>{});
+  const auto unknown = unknown_command(args, app);
   const auto given = [&](std::string_view option) {
     return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
       return a == option || (a.size() > option.size() && a.starts_with(option) && a[option.size()] == '=');
@@ -321,6 +354,11 @@ int run_cli(std::vector<std::string> args, Log& log) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (!unknown.empty() && app.get_subcommands().empty()) {
+      throw usage_error(fmt::format("unknown command '{}'; the commands are acquire, release, renew, run, status, "
+                                    "list, break, doctor and init (see 'mongolock --help')",
+                                    scrub_secrets(unknown, global.store.uri)));
+    }
     throw usage_error(scrub_secrets(fmt::format("{}; see 'mongolock --help'", e.what()), global.store.uri));
   }
 
@@ -328,11 +366,15 @@ int run_cli(std::vector<std::string> args, Log& log) {
     throw usage_error(fmt::format("MONGOLOCK_CONFIG names '{}', which is not a file", std::getenv("MONGOLOCK_CONFIG")));
   }
   const auto level = verbosity(flags, verbose, quiet);
-  // --uri and --uri-file: the one from the stronger source wins; both on the command line is an error.
-  if (uri_on_command_line && uri_file_on_command_line) {
-    throw usage_error("--uri and --uri-file both given; use one of them");
+  // --uri and --uri-file follow the precedence like every option: the one from the stronger source wins;
+  // both from the same source is an error.
+  const int uri_rank = source_rank(uri_on_command_line, "MONGOLOCK_URI", global.store.uri != StoreConfig{}.uri);
+  const int uri_file_rank = source_rank(uri_file_on_command_line, "MONGOLOCK_URI_FILE", !texts.uri_file.empty());
+  if (uri_file_rank > 0 && uri_file_rank == uri_rank) {
+    throw usage_error("--uri and --uri-file both given (MONGOLOCK_URI and MONGOLOCK_URI_FILE, or uri and uri-file in "
+                      "the config file); use one of them");
   }
-  if (!texts.uri_file.empty() && !uri_on_command_line) global.store.uri = read_uri_file(texts.uri_file);
+  if (uri_file_rank > uri_rank) global.store.uri = read_uri_file(texts.uri_file);
   log = Log(level, global.store.uri);
   if (uri_on_command_line && !uri_password(global.store.uri).empty()) {
     log.warning("the password in --uri is visible to other users (ps, shell history); use --uri-file or "
@@ -341,7 +383,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
   global.store.connect_timeout = parse_duration(texts.connect_timeout, "--connect-timeout");
   global.takeover_grace = parse_duration(texts.grace, "--grace");
   global.store.count_commands = env_flag("MONGOLOCK_DEBUG_COMMANDS");
-  if (!run.command.empty() && !run_cmd->parsed()) {
+  if (command && !run_cmd->parsed()) {
     throw usage_error("'--' and a command go with 'run' only: mongolock run NAME -- CMD [ARGS...]");
   }
 

@@ -152,7 +152,7 @@ std::string command_name(const std::string& path) {
 
 // Releases the locks a run holds; failures are reported, never thrown (the command has already ended).
 // Returns false when a lock could not be released.
-bool release_after_run(Locker& locker, const std::vector<LockRecord>& locks, const Log& log) {
+bool release_after_run(Locker& locker, const std::vector<LockRecord>& locks, const Log& log, bool lease_lost = false) {
   bool all = true;
   for (const auto& lock : locks) {
     try {
@@ -166,7 +166,11 @@ bool release_after_run(Locker& locker, const std::vector<LockRecord>& locks, con
             fmt::format("lock '{}' stays held until {} (--min-hold)", lock.program, format_time(outcome.hold_until)));
         continue;
       }
-      log.error(fmt::format("lock '{}' was no longer held when the command ended: the lease was lost", lock.program));
+      if (lease_lost) {
+        log.debugf("lock '{}' was gone already (its lease was lost)", lock.program);
+      } else {
+        log.error(fmt::format("lock '{}' was no longer held when the command ended: the lease was lost", lock.program));
+      }
     } catch (const Error& e) {
       log.error(fmt::format("could not release lock '{}' ({}); it stays held until it expires at {}", lock.program,
                             e.what(), format_time(lock.expires_at)));
@@ -257,8 +261,14 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
     }
   }
   if (!expires) {
-    refuse_not_holder(locker, options.name, options.token ? "the given token" : *process,
-                      "renewed; an expired lock cannot be renewed, acquire it again");
+    const auto holders = locker.holders(options.name);
+    const auto now = store.clock().now();
+    if (holders.size() == 1 && holders.front().expires_at <= now && !holders.front().released_at) {
+      throw Error(k_exit_not_holder, fmt::format("lock '{}' expired {} ago; nothing was renewed (an expired lock "
+                                                 "cannot be renewed: acquire it again)",
+                                                 options.name, format_duration(now - holders.front().expires_at)));
+    }
+    refuse_not_holder(locker, options.name, options.token ? "the given token" : *process, "renewed");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
   return k_exit_ok;
@@ -327,11 +337,11 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   log.debugf("command exited with status {}", result.command_status);
 
   if (result.lease_lost) {
-    if (policy.on_lost == OnLost::ignore) {
-      release_after_run(locker, locks, log); // normally finds nothing; never touches another holder's lock
-      return result.command_status;
-    }
-    return k_exit_lease_lost;
+    // The command has ended (or, with --on-lost ignore, ran to its end): give back the locks still held
+    // (another name of a multi-name run; the lost one is normally gone). Releases name the _id and token,
+    // so they never touch another holder's lock.
+    release_after_run(locker, locks, log, /*lease_lost=*/true);
+    return policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
   }
   const bool released = release_after_run(locker, locks, log);
   if (result.timed_out) return k_exit_timeout;

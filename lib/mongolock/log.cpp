@@ -1,6 +1,7 @@
 #include <mongolock/log.hpp>
 #include <mongolock/uri.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace mongolock {
@@ -8,8 +9,19 @@ namespace mongolock {
 Log::Log(Verbosity verbosity, std::string uri)
     : m_verbosity(verbosity), m_uri(std::move(uri)), m_start(std::chrono::steady_clock::now()) {}
 
+std::string Log::scrub(std::string text) const { return scrub_secrets(std::move(text), m_uri); }
+
 void Log::write(std::string_view prefix, std::string_view message) const {
-  const auto line = scrub_secrets(fmt::format("mongolock: {}{}\n", prefix, message), m_uri);
+  std::string body(message);
+  if (!m_uri.empty() && m_uri != redact_uri(m_uri)) {
+    for (auto pos = body.find(m_uri); pos != std::string::npos; pos = body.find(m_uri, pos)) {
+      body.replace(pos, m_uri.size(), redact_uri(m_uri));
+    }
+  }
+  // One line per message: server messages may span several.
+  std::replace(body.begin(), body.end(), '\n', ' ');
+  std::replace(body.begin(), body.end(), '\r', ' ');
+  const auto line = fmt::format("mongolock: {}{}\n", prefix, body);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

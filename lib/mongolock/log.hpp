@@ -11,14 +11,18 @@ namespace mongolock {
 
 enum class Verbosity { quiet, normal, verbose };
 
-// Writes "mongolock: ..." lines to stderr. Every message is passed through scrub_secrets() for the
-// configured URI, so a password never reaches the terminal or a log. Safe to use from several threads:
+// Writes "mongolock: ..." lines to stderr, one line per message (line breaks inside become spaces).
+// Passwords: text from the driver or server is scrubbed where it enters (scrub(), scrub_secrets());
+// every line is also cleared of the raw URI, as a last guard. Our own words are never scrubbed, so a
+// password that is an ordinary word ("error") cannot mangle them. Safe to use from several threads:
 // each line is one write.
 class Log {
 public:
   explicit Log(Verbosity verbosity = Verbosity::normal, std::string uri = {});
 
   void set_uri(std::string uri) { m_uri = std::move(uri); }
+  // `text` with the configured URI's password replaced by "***" (scrub_secrets()): for driver text.
+  [[nodiscard]] std::string scrub(std::string text) const;
   [[nodiscard]] Verbosity verbosity() const { return m_verbosity; }
 
   void info(std::string_view message) const;       // not with -q

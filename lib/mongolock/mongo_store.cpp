@@ -69,7 +69,7 @@ std::mutex g_driver_log_mutex;
 void driver_log_handler(mongoc_log_level_t level, const char* domain, const char* message, void*) {
   std::lock_guard lock(g_driver_log_mutex);
   if (g_driver_log != nullptr && level <= MONGOC_LOG_LEVEL_INFO) {
-    g_driver_log->debug(fmt::format("driver {}: {}", domain, message));
+    g_driver_log->debug(fmt::format("driver {}: {}", domain, g_driver_log->scrub(message)));
   }
 }
 
@@ -77,8 +77,12 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
 void init_driver(const Log& log) {
   static const struct Init {
     Init() {
-      mongoc_init();
       mongoc_log_set_handler(driver_log_handler, nullptr);
+      // No shared-memory counters (/dev/shm/mongoc-<pid>): nothing reads them, and when shared memory is
+      // short the driver would print a warning. Set only for mongoc_init, so the command does not inherit it.
+      const bool set_here = setenv("MONGOC_DISABLE_SHM", "1", 0) == 0 && std::getenv("MONGOC_DISABLE_SHM") != nullptr;
+      mongoc_init();
+      if (set_here) unsetenv("MONGOC_DISABLE_SHM");
     }
     ~Init() { mongoc_cleanup(); }
   } init;
@@ -250,7 +254,8 @@ void on_command_failed(const mongoc_apm_command_failed_t* event) {
   bson_error_t error;
   mongoc_apm_command_failed_get_error(event, &error);
   monitor->log.debugf("command {} failed in {:.1f}ms: {}", mongoc_apm_command_failed_get_command_name(event),
-                      static_cast<double>(mongoc_apm_command_failed_get_duration(event)) / 1000.0, error.message);
+                      static_cast<double>(mongoc_apm_command_failed_get_duration(event)) / 1000.0,
+                      monitor->log.scrub(error.message));
 }
 
 std::int32_t to_int32_ms(Millis d) { return static_cast<std::int32_t>(std::min<Millis::rep>(d.count(), INT32_MAX)); }
@@ -279,9 +284,19 @@ struct MongoStore::Impl {
     if (config.count_commands) log.diagnostic(fmt::format("server commands: {}", monitor.summary()));
   }
 
+  // Driver and server text, scrubbed of the URI's password: only this text is scrubbed, so that our own
+  // words (and the redacted URI) stay intact even when the password is an ordinary word.
+  [[nodiscard]] std::string driver_text(const bson_error_t& error) const {
+    return scrub_secrets(error.message, config.uri);
+  }
+
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
-    throw unavailable_error(
-        scrub_secrets(fmt::format("{} on {} failed: {}", what, namespace_name, error.message), config.uri));
+    throw unavailable_error(fmt::format("{} on {} failed: {}", what, namespace_name, driver_text(error)));
+  }
+
+  // Connects on first use, so that an unreachable server is always reported as such, with its URI.
+  void connect() {
+    if (!clock) refresh_clock();
   }
 
   // updateOne({selector}, {$set: set}); returns matchedCount.
@@ -310,10 +325,8 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
   bson_error_t error;
   impl.uri.reset(mongoc_uri_new_with_error(config.uri.c_str(), &error));
   if (!impl.uri) {
-    throw usage_error(
-        scrub_secrets(fmt::format("invalid --uri '{}': {}; expected mongodb://[user:password@]host[:port][/?options]",
-                                  redact_uri(config.uri), error.message),
-                      config.uri));
+    throw usage_error(fmt::format("invalid --uri '{}': {}; expected mongodb://[user:password@]host[:port][/?options]",
+                                  redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
   }
   mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, to_int32_ms(config.connect_timeout));
   mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
@@ -324,7 +337,7 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
   impl.client.reset(mongoc_client_new_from_uri_with_error(impl.uri.get(), &error));
   if (!impl.client) {
     throw usage_error(
-        scrub_secrets(fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), error.message), config.uri));
+        fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
   }
   mongoc_client_set_error_api(impl.client.get(), MONGOC_ERROR_API_VERSION_2);
   if (config.count_commands || log.verbosity() == Verbosity::verbose) {
@@ -352,10 +365,8 @@ void MongoStore::Impl::refresh_clock() {
   ServerDescriptionPtr server(mongoc_client_select_server(client.get(), true, nullptr, &error));
   const auto selected = std::chrono::steady_clock::now();
   if (!server) {
-    throw unavailable_error(
-        scrub_secrets(fmt::format("cannot reach MongoDB at {}: {}; check --uri and that the server is up",
-                                  redact_uri(config.uri), error.message),
-                      config.uri));
+    throw unavailable_error(fmt::format("cannot reach MongoDB at {}: {}; check --uri and that the server is up",
+                                        redact_uri(config.uri), driver_text(error)));
   }
   const bson_t* hello = mongoc_server_description_hello_response(server.get());
   bson_iter_t it;
@@ -421,10 +432,12 @@ bool MongoStore::Impl::try_create_index(mongoc_collection_t* target, const char*
 }
 
 void MongoStore::ensure_indexes() {
+  m_impl->connect();
   m_impl->create_index(m_impl->collection.get(), "program_1", {"program"}, true, std::nullopt);
 }
 
 std::string MongoStore::create_ttl_index(Millis expire_after) {
+  m_impl->connect();
   bson_error_t error;
   if (m_impl->try_create_index(m_impl->collection.get(), "expires_at_ttl", {"expires_at"}, false, expire_after,
                                error)) {
@@ -435,6 +448,7 @@ std::string MongoStore::create_ttl_index(Millis expire_after) {
 
 bool MongoStore::has_unique_index() {
   auto& impl = *m_impl;
+  impl.connect();
   CursorPtr cursor(mongoc_collection_find_indexes_with_opts(impl.collection.get(), nullptr));
   const bson_t* doc = nullptr;
   bool found = false;
@@ -453,6 +467,7 @@ bool MongoStore::has_unique_index() {
 
 ServerInfo MongoStore::server_info() {
   auto& impl = *m_impl;
+  impl.connect();
   ServerInfo info;
   bson_error_t error;
   ServerDescriptionPtr server(mongoc_client_select_server(impl.client.get(), true, nullptr, &error));
@@ -474,6 +489,7 @@ ServerInfo MongoStore::server_info() {
 
 bool MongoStore::insert(LockRecord& lock) {
   auto& impl = *m_impl;
+  impl.connect();
   if (lock.id.empty()) {
     bson_oid_t oid;
     bson_oid_init(&oid, nullptr);
@@ -494,6 +510,7 @@ bool MongoStore::insert(LockRecord& lock) {
 
 std::int64_t MongoStore::purge_expired(std::string_view program, ServerTime expired_at_or_before) {
   auto& impl = *m_impl;
+  impl.connect();
   Bson selector;
   append_string(selector.get(), "program", program);
   bson_t range;
@@ -511,6 +528,7 @@ std::int64_t MongoStore::purge_expired(std::string_view program, ServerTime expi
 
 std::int64_t MongoStore::remove(const LockSelector& which) {
   auto& impl = *m_impl;
+  impl.connect();
   Bson selector;
   append_selector(selector.get(), which);
   Reply reply;
@@ -537,6 +555,7 @@ std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* s
 }
 
 std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl) {
+  m_impl->connect();
   Bson set;
   BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
   BSON_APPEND_DATE_TIME(set.get(), "renewed_at", to_bson_date(renewed_at));
@@ -545,6 +564,7 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
 }
 
 std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
+  m_impl->connect();
   Bson set;
   BSON_APPEND_DATE_TIME(set.get(), "released_at", to_bson_date(released_at));
   BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
@@ -552,6 +572,7 @@ std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime rel
 }
 
 std::int64_t MongoStore::set_fence(const LockSelector& which, std::int64_t fence) {
+  m_impl->connect();
   Bson set;
   BSON_APPEND_INT64(set.get(), "fence", fence);
   return m_impl->update(which, set.get(), "fencing token update");
@@ -559,6 +580,7 @@ std::int64_t MongoStore::set_fence(const LockSelector& which, std::int64_t fence
 
 std::int64_t MongoStore::next_fence(std::string_view name) {
   auto& impl = *m_impl;
+  impl.connect();
   if (!impl.fences) {
     const auto fences_name = impl.config.collection + "_fences";
     impl.fences.reset(
@@ -605,6 +627,7 @@ std::int64_t MongoStore::next_fence(std::string_view name) {
 
 std::optional<LockRecord> MongoStore::find(std::string_view program) {
   auto& impl = *m_impl;
+  impl.connect();
   Bson filter;
   append_string(filter.get(), "program", program);
   Bson opts;
@@ -620,6 +643,7 @@ std::optional<LockRecord> MongoStore::find(std::string_view program) {
 
 std::vector<LockRecord> MongoStore::list(std::optional<std::string_view> name) {
   auto& impl = *m_impl;
+  impl.connect();
   Bson filter;
   if (name) append_string(filter.get(), "name", *name);
   Bson opts;

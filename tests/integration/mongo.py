@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Look at the test server directly, without mongolock (the integration suites use it to check what
+mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no authentication.
+
+    mongo.py doc NAME   the lock document of NAME as key=value lines (dates as epoch milliseconds,
+                        ObjectIds as hex); exit 1 when there is none
+    mongo.py count      number of documents in the collection (0 when it does not exist)
+    mongo.py now        the server's clock (hello's localTime), epoch milliseconds
+    mongo.py drop       drop the collection (missing is fine)
+
+Server: $MONGOLOCK_URI (mongodb://host:port[/...], no credentials); database $MONGOLOCK_DB (default
+mongolock), collection $MONGOLOCK_COLLECTION (default locks). Errors exit 2.
+"""
+import os
+import re
+import socket
+import struct
+import sys
+
+
+def cstring(s):
+    return s.encode() + b"\0"
+
+
+def encode(doc):
+    out = b""
+    for key, value in doc.items():
+        if isinstance(value, bool):
+            out += b"\x08" + cstring(key) + (b"\x01" if value else b"\x00")
+        elif isinstance(value, int):
+            out += b"\x12" + cstring(key) + struct.pack("<q", value)
+        elif isinstance(value, str):
+            data = value.encode()
+            out += b"\x02" + cstring(key) + struct.pack("<i", len(data) + 1) + data + b"\0"
+        elif isinstance(value, dict):
+            out += b"\x03" + cstring(key) + encode(value)
+        else:
+            raise TypeError(f"cannot encode {key}={value!r}")
+    return struct.pack("<i", len(out) + 5) + out + b"\0"
+
+
+def decode(data, pos=0):
+    """Returns (dict, position after the document)."""
+    (length,) = struct.unpack_from("<i", data, pos)
+    end = pos + length - 1
+    pos += 4
+    doc = {}
+    while pos < end:
+        kind = data[pos]
+        pos += 1
+        key_end = data.index(b"\0", pos)
+        key = data[pos:key_end].decode()
+        pos = key_end + 1
+        if kind == 0x01:
+            (value,) = struct.unpack_from("<d", data, pos)
+            pos += 8
+        elif kind in (0x02, 0x0D, 0x0E):
+            (n,) = struct.unpack_from("<i", data, pos)
+            value = data[pos + 4 : pos + 3 + n].decode("utf-8", "replace")
+            pos += 4 + n
+        elif kind in (0x03, 0x04):
+            value, pos = decode(data, pos)
+            if kind == 0x04:
+                value = list(value.values())
+        elif kind == 0x05:
+            (n,) = struct.unpack_from("<i", data, pos)
+            value = data[pos + 5 : pos + 5 + n].hex()
+            pos += 5 + n
+        elif kind == 0x07:
+            value = data[pos : pos + 12].hex()
+            pos += 12
+        elif kind == 0x08:
+            value = data[pos] != 0
+            pos += 1
+        elif kind in (0x06, 0x0A, 0x7F, 0xFF):
+            value = None
+        elif kind == 0x09:
+            (value,) = struct.unpack_from("<q", data, pos)
+            pos += 8
+        elif kind == 0x10:
+            (value,) = struct.unpack_from("<i", data, pos)
+            pos += 4
+        elif kind in (0x11, 0x12):
+            (value,) = struct.unpack_from("<q", data, pos)
+            pos += 8
+        elif kind == 0x13:
+            value = data[pos : pos + 16].hex()
+            pos += 16
+        else:
+            raise ValueError(f"unsupported BSON type 0x{kind:02x} for {key}")
+        doc[key] = value
+    return doc, end + 1
+
+
+def die(message):
+    print(f"mongo.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def server_address():
+    uri = os.environ.get("MONGOLOCK_URI", "")
+    m = re.fullmatch(r"mongodb://([^@/,?]+):(\d+)(/.*)?", uri)
+    if not m:
+        die(f"MONGOLOCK_URI '{uri}' is not mongodb://host:port[/...] without credentials")
+    return m.group(1), int(m.group(2))
+
+
+def command(cmd):
+    body = struct.pack("<I", 0) + b"\0" + encode(cmd)
+    header = struct.pack("<iiii", 16 + len(body), 1, 0, 2013)  # OP_MSG
+    with socket.create_connection(server_address(), timeout=10) as s:
+        s.sendall(header + body)
+        reply = b""
+        while len(reply) < 4 or len(reply) < struct.unpack_from("<i", reply)[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                die("the server closed the connection")
+            reply += chunk
+    doc, _ = decode(reply, 16 + 5)  # header, flagBits, section kind 0
+    return doc
+
+
+def main():
+    db = os.environ.get("MONGOLOCK_DB") or "mongolock"
+    coll = os.environ.get("MONGOLOCK_COLLECTION") or "locks"
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "now":
+        print(command({"hello": 1, "$db": "admin"})["localTime"])
+    elif what == "count":
+        reply = command({"find": coll, "filter": {}, "batchSize": 100000, "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        print(len(reply["cursor"]["firstBatch"]))
+    elif what == "doc" and len(sys.argv) == 3:
+        reply = command({"find": coll, "filter": {"program": sys.argv[2]}, "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        batch = reply["cursor"]["firstBatch"]
+        if not batch:
+            return 1
+        for key, value in batch[0].items():
+            print(f"{key}={value}")
+    elif what == "drop":
+        command({"drop": coll, "$db": db})
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (OSError, ValueError, KeyError, struct.error) as e:
+        die(f"{type(e).__name__}: {e}")

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# acquire / status / release by the calling shell, by --process and by --token.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+acquire_status_release() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name"
+  assert_empty "$ERR"
+  [[ $(cat "$OUT") =~ ^[0-9a-f]{32}$ ]] || fail_with "acquire must print only a 32-hex token" stdout "$OUT"
+  local token
+  token=$(cat "$OUT")
+
+  # The holder is the calling shell (acquire's parent): this case's subshell.
+  expect_exit 0 -- ml status "$name"
+  assert_contains "$OUT" "name: $name"
+  assert_contains "$OUT" "state: held"
+  assert_eq "$(status_field "$OUT" holder)" "$HOST:$BASHPID" "holder"
+  assert_contains "$OUT" "user: $(id -un)"
+  read_doc "$name"
+  assert_eq "$(doc_field token)" "$token" "stored token"
+  assert_eq "$(doc_field process)" "$HOST:$BASHPID" "stored process"
+
+  expect_exit 0 -- ml release "$name"
+  assert_empty "$OUT"
+  assert_empty "$ERR"
+  assert_free "$name"
+  expect_exit 1 -- ml status "$name"
+  assert_contains "$OUT" "state: free"
+  assert_not_contains "$OUT" "holder:"
+}
+
+# -q silences messages, not data: the token is still printed.
+quiet_acquire_prints_token() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml -q acquire "$name"
+  [[ $(cat "$OUT") =~ ^[0-9a-f]{32}$ ]] || fail_with "acquire -q must still print the token" stdout "$OUT"
+  assert_empty "$ERR"
+  expect_exit 0 -- ml -q release "$name" --token "$(cat "$OUT")"
+  assert_empty "$OUT"
+  assert_empty "$ERR"
+}
+
+# The documented script pattern: `mongolock acquire x && ...; mongolock release x` in one script; the
+# holder is that script's shell ($$).
+script_acquire_then_release() {
+  local name
+  name=$(lock_name)
+  cat >"$T/job.sh" <<'EOF'
+"$MONGOLOCK_BIN" acquire "$1" >/dev/null || exit 10
+echo "$$" >"$2/job.pid"
+"$MONGOLOCK_BIN" status "$1" >"$2/job.status" || exit 11
+"$MONGOLOCK_BIN" release "$1" || exit 12
+EOF
+  expect_exit 0 -- bash "$T/job.sh" "$name" "$T"
+  assert_eq "$(status_field "$T/job.status" holder)" "$HOST:$(cat "$T/job.pid")" "holder named by the script's status"
+  assert_free "$name"
+}
+
+# acquire's holder is its parent process; a release from another shell does not match it.
+release_from_other_shell_refused() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- bash -c '"$MONGOLOCK_BIN" acquire "$1" >/dev/null; echo $$' _ "$name"
+  local script_pid
+  script_pid=$(cat "$OUT")
+  assert_held_by "$name" "$HOST:$script_pid"
+  expect_exit 65 -- ml release "$name"
+  assert_held_by "$name" "$HOST:$script_pid"
+  expect_exit 0 -- ml release "$name" --process "$HOST:$script_pid"
+  assert_free "$name"
+}
+
+process_option() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name" --process "job-runner:42"
+  assert_held_by "$name" "job-runner:42"
+  expect_exit 0 -- ml release "$name" --process "job-runner:42"
+  assert_empty "$ERR"
+  assert_free "$name"
+}
+
+token_option() {
+  local name token
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name" --process "somewhere:1"
+  token=$(cat "$OUT")
+  # The token releases it from anywhere, whatever the caller's identity.
+  expect_exit 0 -- bash -c '"$MONGOLOCK_BIN" release "$1" --token "$2"' _ "$name" "$token"
+  assert_empty "$ERR"
+  assert_free "$name"
+}
+
+default_ttl_is_10m() {
+  local name left
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name"
+  expect_exit 0 -- ml status "$name"
+  assert_eq "$(status_field "$OUT" ttl)" "10m" "ttl"
+  left=$(status_left_ms "$OUT")
+  ((left > 590000 && left <= 600000)) || fail "expires in ${left}ms, expected about 10m"
+  read_doc "$name"
+  assert_eq "$(doc_field ttl_ms)" "600000" "stored ttl_ms"
+  assert_eq "$(($(doc_field expires_at) - $(doc_field acquired_at)))" "600000" "expires_at - acquired_at"
+  expect_exit 0 -- ml release "$name"
+}
+
+ttl_option() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name" --ttl 1h30m
+  expect_exit 0 -- ml status "$name"
+  assert_eq "$(status_field "$OUT" ttl)" "1h30m" "ttl"
+  read_doc "$name"
+  assert_eq "$(doc_field ttl_ms)" "5400000" "stored ttl_ms"
+  expect_exit 0 -- ml release "$name"
+}
+
+reacquire_after_release() {
+  local name first second
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name"
+  first=$(cat "$OUT")
+  read_doc "$name"
+  local first_id
+  first_id=$(doc_field _id)
+  expect_exit 0 -- ml release "$name"
+  expect_exit 0 -- ml acquire "$name"
+  second=$(cat "$OUT")
+  [[ $first != "$second" ]] || fail "the same token twice: $first"
+  read_doc "$name"
+  [[ $(doc_field _id) != "$first_id" ]] || fail "the second acquisition reused _id $first_id"
+  # The first acquisition's token is spent: it cannot release the second one.
+  expect_exit 65 -- ml release "$name" --token "$first"
+  assert_held_by "$name" "$HOST:$BASHPID"
+  expect_exit 0 -- ml release "$name" --token "$second"
+  assert_free "$name"
+}
+
+names_are_separate() {
+  local a b
+  a=$(lock_name a)
+  b=$(lock_name b)
+  expect_exit 0 -- ml acquire "$a"
+  expect_exit 0 -- ml acquire "$b"
+  expect_exit 0 -- ml release "$a"
+  assert_free "$a"
+  assert_held_by "$b" "$HOST:$BASHPID"
+  expect_exit 0 -- ml release "$b"
+}
+
+longest_and_unicode_names() {
+  local long unicode
+  long=$(printf 'n%.0s' {1..200})
+  unicode="nächtlicher-bericht-$(random_hex)"
+  expect_exit 0 -- ml acquire "$long"
+  assert_held_by "$long" "$HOST:$BASHPID"
+  expect_exit 0 -- ml release "$long"
+  expect_exit 0 -- ml acquire "$unicode"
+  expect_exit 0 -- ml status "$unicode"
+  assert_contains "$OUT" "name: $unicode"
+  expect_exit 0 -- ml release "$unicode"
+  assert_free "$unicode"
+}
+
+# Names are plain values: characters that mean something to MongoDB queries or shells change nothing.
+special_characters_in_names() {
+  local suffix name names=()
+  suffix=$(random_hex)
+  for name in 'a b' 'a.b' '$where' '{"$gt": ""}' "it's" 'a"b' 'ä/ö\ü' '*' '.*'; do
+    names+=("$name-$suffix")
+  done
+  for name in "${names[@]}"; do
+    expect_exit 0 -- ml acquire "$name"
+  done
+  for name in "${names[@]}"; do
+    expect_exit 0 -- ml status "$name"
+    assert_contains "$OUT" "name: $name"
+    assert_eq "$(status_field "$OUT" holder)" "$HOST:$BASHPID" "holder of '$name'"
+  done
+  # '.*' and '*' are not patterns: releasing them leaves the others alone.
+  expect_exit 0 -- ml release ".*-$suffix"
+  expect_exit 0 -- ml release "*-$suffix"
+  expect_exit 0 -- ml status "a b-$suffix"
+  expect_exit 1 -- ml status "b-$suffix"
+  for name in "${names[@]:0:7}"; do
+    expect_exit 0 -- ml release "$name"
+    assert_free "$name"
+  done
+}
+
+run_case "acquire prints a token; status names this shell; release frees it" acquire_status_release
+run_case "acquire -q still prints the token" quiet_acquire_prints_token
+run_case "acquire then release in one script: the holder is the script's shell" script_acquire_then_release
+run_case "acquire's holder is its calling shell, not whoever runs release" release_from_other_shell_refused
+run_case "acquire --process then release --process" process_option
+run_case "release --token from another process" token_option
+run_case "acquire's default TTL is 10m" default_ttl_is_10m
+run_case "acquire --ttl 1h30m" ttl_option
+run_case "a new acquisition gets a new token and _id; the old token is spent" reacquire_after_release
+run_case "locks of different names are independent" names_are_separate
+run_case "a 200-byte name and a UTF-8 name work" longest_and_unicode_names
+run_case "names with spaces, quotes, \$, dots, regex characters are plain values" special_characters_in_names
+finish

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Clients whose wall clock is 2 hours off (libfaketime): every stored time is on the server's clock, so a
+# skewed client neither steals a live lock, nor keeps or frees a lock at the wrong time, nor misreads
+# the time left. libfaketime fakes the client only; the server runs on the real clock.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+if ! command -v faketime >/dev/null || [[ $(faketime -f '+2h' date +%s 2>/dev/null || true) != [0-9]* ]]; then
+  if [[ ${MONGOLOCK_REQUIRE_SERVER:-} == 1 ]]; then fail "faketime (Debian package faketime) is missing or broken"; fi
+  echo "skipped: faketime (Debian package faketime) is missing or broken"
+  exit 77
+fi
+
+# skewed OFFSET CMD...: CMD with a wall clock OFFSET (+2h, -2h) off. A wrong wall clock does not move the
+# monotonic clock, so libfaketime is told to leave CLOCK_MONOTONIC alone.
+skewed() {
+  local offset=$1
+  shift
+  [[ $1 == ml ]] && set -- "$MONGOLOCK_BIN" "${@:2}"
+  FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$offset" "$@"
+}
+
+# The faking reaches mongolock: its own log sees the server 2h away from the local clock.
+faketime_works() {
+  local local_now fake_now
+  local_now=$(date +%s)
+  fake_now=$(skewed +2h date +%s)
+  ((fake_now - local_now > 7100 && fake_now - local_now < 7300)) || fail "faketime +2h is $((fake_now - local_now))s off"
+  expect_exit 1 -- skewed +2h ml -v status "$(lock_name)"
+  assert_matches "$ERR" "\(-(2h|1h59m) from this host's clock"
+  expect_exit 1 -- skewed -2h ml -v status "$(lock_name)"
+  assert_matches "$ERR" "\((2h|1h59m) from this host's clock"
+}
+
+# (a) The stored times are the server's, whatever the client's clock says.
+acquire_stores_server_time() { # OFFSET
+  local name server_now acquired left
+  name=$(lock_name)
+  expect_exit 0 -- skewed "$1" ml acquire "$name" --ttl 60s
+  server_now=$(server_now_ms)
+  read_doc "$name"
+  acquired=$(doc_field acquired_at)
+  ((acquired > server_now - 10000 && acquired <= server_now)) ||
+    fail "acquired_at is $((server_now - acquired))ms before the server's time (client at $1)"
+  assert_eq "$(($(doc_field expires_at) - acquired))" "60000" "expires_at - acquired_at"
+  assert_eq "$(doc_field renewed_at)" "$acquired" "renewed_at"
+  # An unskewed client sees about a minute left, not hours or nothing.
+  expect_exit 0 -- ml status "$name"
+  left=$(status_left_ms "$OUT")
+  ((left > 45000 && left <= 60000)) || fail_with "expires in ${left}ms; expected about 60s" status "$OUT"
+  assert_matches "$OUT" '^acquired: .*Z \([0-9.]+(ms|s) ago\)$'
+}
+
+# (b) A skewed client cannot steal a live lock (a client 2h ahead would think it expired long ago).
+cannot_steal_live_lock() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name" --ttl 60s --process "$HOST:1"
+  expect_exit 75 -- skewed +2h ml --grace 100ms acquire "$name" --process "$HOST:2"
+  assert_contains "$ERR" "held by $HOST:1"
+  assert_matches "$ERR" "expires in [0-9]+s"
+  expect_exit 75 -- skewed +2h ml --grace 100ms run "$name" -- touch "$T/ran"
+  [[ ! -e $T/ran ]] || fail "the command ran"
+  expect_exit 75 -- skewed -2h ml --grace 100ms acquire "$name" --process "$HOST:2"
+  assert_held_by "$name" "$HOST:1"
+}
+
+# (c) A skewed holder's short lease ends on time: not early (held 75 right after), not late (free soon
+# after TTL + grace).
+skewed_holder_expires_on_time() { # OFFSET
+  local name expires_at after
+  name=$(lock_name)
+  expect_exit 0 -- skewed "$1" ml acquire "$name" --ttl 2s --process "$HOST:1"
+  read_doc "$name"
+  expires_at=$(doc_field expires_at)
+  expect_exit 75 -- ml --grace 100ms acquire "$name" --process "$HOST:2"
+  wait_until 15 eval "ml --grace 100ms acquire $name --process $HOST:2 >/dev/null 2>&1"
+  read_doc "$name"
+  after=$(($(doc_field acquired_at) - expires_at))
+  ((after >= 50)) || fail "taken over ${after}ms after the holder's lease expired (grace 100ms)"
+  assert_held_by "$name" "$HOST:2"
+}
+
+# A skewed client takes over an expired lock once it has expired on the server's clock, not before.
+skewed_takeover_on_time() { # OFFSET
+  local name expires_at after
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name" --ttl 2s --process "$HOST:1"
+  read_doc "$name"
+  expires_at=$(doc_field expires_at)
+  expect_exit 75 -- skewed "$1" ml --grace 100ms acquire "$name" --process "$HOST:2"
+  wait_until 15 eval "skewed $1 ml --grace 100ms acquire $name --process $HOST:2 >/dev/null 2>&1"
+  read_doc "$name"
+  after=$(($(doc_field acquired_at) - expires_at))
+  ((after >= 50)) || fail "a client at $1 took over ${after}ms after the lease expired (grace 100ms)"
+  assert_held_by "$name" "$HOST:2"
+}
+
+# (d) status under skew shows the right time left, and "expired" for an expired lock.
+status_under_skew() { # OFFSET
+  local name left expired
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name" --ttl 60s
+  expect_exit 0 -- skewed "$1" ml status "$name"
+  assert_contains "$OUT" "state: held"
+  left=$(status_left_ms "$OUT")
+  ((left > 45000 && left <= 60000)) || fail_with "status at $1: expires in ${left}ms, expected about 60s" status "$OUT"
+  assert_matches "$OUT" '^acquired: .*Z \([0-9.]+(ms|s) ago\)$'
+
+  expired=$(lock_name expired)
+  expect_exit 0 -- ml acquire "$expired" --ttl 1s
+  wait_until 10 eval "! is_held $expired"
+  expect_exit 1 -- skewed "$1" ml status "$expired"
+  assert_contains "$OUT" "state: expired"
+  left=$(status_left_ms "$OUT")
+  ((left < 0 && left > -30000)) || fail_with "status at $1 of a just-expired lock: ${left}ms left" status "$OUT"
+}
+
+# A skewed `run` renews on the server's clock: it keeps the lock past its TTL.
+run_under_skew_keeps_lease() { # OFFSET
+  local name pid rc left
+  name=$(lock_name)
+  start_bg run env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$1" "$MONGOLOCK_BIN" run "$name" --ttl 2s -- sh -c 'sleep 4; touch "$1/done"' _ "$T"
+  pid=$BG_PID
+  wait_until 10 is_held "$name"
+  while pid_alive "$pid"; do
+    rc=0
+    ml --grace 100ms acquire "$name" --process "$HOST:1" >/dev/null 2>&1 || rc=$?
+    [[ -e $T/done ]] && break
+    ((rc == 75)) || fail_with "a contender's acquire exited $rc during the run" stderr "$T/run.err"
+    rc=0
+    ml status "$name" >"$OUT" 2>&1 || rc=$?
+    [[ -e $T/done ]] && break # (checked after the status: the command may have ended meanwhile)
+    ((rc == 0)) || fail_with "status exited $rc during the run" status "$OUT"
+    left=$(status_left_ms "$OUT")
+    ((left > 0 && left <= 2000)) || fail_with "during the run the lock expires in ${left}ms (ttl 2s)" status "$OUT"
+    sleep 0.3
+  done
+  expect_bg_exit 0 "$pid" run 20
+  assert_free "$name"
+}
+
+run_case "faketime skews mongolock's view of the clock" faketime_works
+run_case "(a) acquire by a client at +2h stores the server's time" acquire_stores_server_time +2h
+run_case "(a) acquire by a client at -2h stores the server's time" acquire_stores_server_time -2h
+run_case "(b) clients at +2h/-2h cannot steal a live lock" cannot_steal_live_lock
+run_case "(c) a +2h holder's 2s lock is free on time" skewed_holder_expires_on_time +2h
+run_case "(c) a -2h holder's 2s lock is neither free early nor late" skewed_holder_expires_on_time -2h
+run_case "a +2h client takes over an expired lock on time, not before" skewed_takeover_on_time +2h
+run_case "a -2h client takes over an expired lock on time" skewed_takeover_on_time -2h
+run_case "(d) status at +2h shows the right time left and 'expired'" status_under_skew +2h
+run_case "(d) status at -2h shows the right time left and 'expired'" status_under_skew -2h
+run_case "run at +2h keeps its lease by renewing" run_under_skew_keeps_lease +2h
+run_case "run at -2h keeps its lease by renewing" run_under_skew_keeps_lease -2h
+finish

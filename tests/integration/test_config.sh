@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# Configuration: precedence flag > MONGOLOCK_* environment > config file > default (shown with -E and
+# --collection); the config file from --config, MONGOLOCK_CONFIG, $XDG_CONFIG_HOME/mongolock/config and
+# ~/.config/mongolock/config; per-command sections; unknown keys and missing files are usage errors;
+# --uri-file keeps the password out of argv and output; a password in --uri draws a warning.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+HOLDER="$HOST:4242" # a holder identity other than any caller here
+COLL_FILE=${MONGOLOCK_COLLECTION}_file
+COLL_ENV=${MONGOLOCK_COLLECTION}_env
+COLL_FLAG=${MONGOLOCK_COLLECTION}_flag
+
+# The extra collections are dropped with the suite's own.
+drop_extra_collections() {
+  local c
+  for c in "$COLL_FILE" "$COLL_ENV" "$COLL_FLAG"; do
+    MONGOLOCK_COLLECTION=$c python3 "$ITEST_DIR/mongo.py" drop >/dev/null 2>&1 || true
+  done
+}
+trap 'drop_extra_collections; cleanup_suite' EXIT
+
+# isolated CMD...: runs CMD where no config file is found unless the case provides one: MONGOLOCK_CONFIG
+# unset, XDG_CONFIG_HOME and HOME empty directories of the case.
+isolated() {
+  mkdir -p "$T/xdg" "$T/home"
+  env -u MONGOLOCK_CONFIG XDG_CONFIG_HOME="$T/xdg" HOME="$T/home" "$@"
+}
+mli() { isolated "$MONGOLOCK_BIN" "$@"; }
+
+# Skips the checks that need "no config file at all" when the machine has a system-wide one.
+no_system_config() { [[ ! -e /etc/mongolock.conf ]]; }
+
+held_lock() {
+  local name
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  echo "$name"
+}
+
+# held_in NAME COLLECTION: 0 when NAME is held in COLLECTION.
+held_in() { ml status "$1" --collection "$2" >/dev/null 2>&1; }
+
+precedence_conflict_exit_code() {
+  local name
+  name=$(held_lock)
+  printf 'conflict-exit-code = 3\n' >"$T/config"
+  if no_system_config; then
+    expect_exit 75 -- mli acquire "$name"
+  fi
+  expect_exit 3 -- mli --config "$T/config" acquire "$name"
+  assert_contains "$ERR" "held by $HOLDER"
+  expect_exit 4 -- env MONGOLOCK_CONFLICT_EXIT_CODE=4 "$MONGOLOCK_BIN" --config "$T/config" acquire "$name"
+  expect_exit 5 -- env MONGOLOCK_CONFLICT_EXIT_CODE=4 "$MONGOLOCK_BIN" --config "$T/config" -E 5 acquire "$name"
+  expect_exit 5 -- mli --config "$T/config" acquire "$name" --conflict-exit-code 5
+  # An option in the file that the environment does not set still applies next to the variable.
+  printf 'conflict-exit-code = 3\ngrace = "1h"\n' >"$T/config"
+  expect_exit 4 -- env MONGOLOCK_CONFLICT_EXIT_CODE=4 "$MONGOLOCK_BIN" --config "$T/config" acquire "$name"
+  # The short key E is the same option, with the same precedence.
+  printf 'E = 3\n' >"$T/config"
+  expect_exit 3 -- mli --config "$T/config" acquire "$name"
+  expect_exit 4 -- env MONGOLOCK_CONFLICT_EXIT_CODE=4 "$MONGOLOCK_BIN" --config "$T/config" acquire "$name"
+  expect_exit 5 -- mli --config "$T/config" -E 5 acquire "$name"
+}
+
+# quiet / verbose: flag > MONGOLOCK_QUIET / MONGOLOCK_VERBOSE > config file.
+precedence_verbosity() {
+  local name
+  name=$(held_lock)
+  printf 'quiet = true\n' >"$T/config"
+  expect_exit 75 -- mli --config "$T/config" acquire "$name"
+  assert_empty "$ERR"
+  expect_exit 75 -- isolated env MONGOLOCK_VERBOSE=1 "$MONGOLOCK_BIN" --config "$T/config" acquire "$name"
+  assert_contains "$ERR" "held by $HOLDER"
+  assert_matches "$ERR" "^mongolock: \[ *[0-9.]+ms\] "
+  expect_exit 75 -- mli --config "$T/config" -v acquire "$name"
+  assert_matches "$ERR" "^mongolock: \[ *[0-9.]+ms\] "
+  printf 'verbose = true\n' >"$T/config"
+  expect_exit 75 -- mli --config "$T/config" acquire "$name"
+  assert_matches "$ERR" "^mongolock: \[ *[0-9.]+ms\] "
+  expect_exit 75 -- mli --config "$T/config" -q acquire "$name"
+  assert_empty "$ERR"
+  expect_exit 75 -- isolated env MONGOLOCK_QUIET=1 "$MONGOLOCK_BIN" --config "$T/config" acquire "$name"
+  assert_empty "$ERR"
+  printf 'verbose = false\n' >"$T/config"
+  expect_exit 75 -- mli --config "$T/config" -q acquire "$name"
+  assert_empty "$ERR"
+}
+
+precedence_collection() {
+  local name
+  name=$(lock_name)
+  printf 'collection = "%s"\n' "$COLL_FILE" >"$T/config"
+  # File over default.
+  expect_exit 0 -- isolated env -u MONGOLOCK_COLLECTION "$MONGOLOCK_BIN" --config "$T/config" acquire "$name" --process "$HOST:1"
+  held_in "$name" "$COLL_FILE" || fail "file: not held in $COLL_FILE"
+  ! held_in "$name" "$MONGOLOCK_COLLECTION" || fail "file: held in $MONGOLOCK_COLLECTION"
+  # Environment over file.
+  expect_exit 0 -- isolated env MONGOLOCK_COLLECTION="$COLL_ENV" "$MONGOLOCK_BIN" --config "$T/config" acquire "$name" --process "$HOST:2"
+  held_in "$name" "$COLL_ENV" || fail "env: not held in $COLL_ENV"
+  # Flag over both.
+  expect_exit 0 -- isolated env MONGOLOCK_COLLECTION="$COLL_ENV" "$MONGOLOCK_BIN" --config "$T/config" \
+    --collection "$COLL_FLAG" acquire "$name" --process "$HOST:3"
+  held_in "$name" "$COLL_FLAG" || fail "flag: not held in $COLL_FLAG"
+  # Each collection has exactly the holder of the source that won there.
+  expect_exit 0 -- ml status "$name" --collection "$COLL_FILE"
+  assert_eq "$(status_field "$OUT" holder)" "$HOST:1" "holder in $COLL_FILE"
+  expect_exit 0 -- ml status "$name" --collection "$COLL_ENV"
+  assert_eq "$(status_field "$OUT" holder)" "$HOST:2" "holder in $COLL_ENV"
+  expect_exit 0 -- ml status "$name" --collection "$COLL_FLAG"
+  assert_eq "$(status_field "$OUT" holder)" "$HOST:3" "holder in $COLL_FLAG"
+  assert_free "$name"
+}
+
+# MONGOLOCK_CONFIG names the file; --config wins over it.
+config_from_environment() {
+  local name
+  name=$(held_lock)
+  printf 'conflict-exit-code = 3\n' >"$T/config"
+  printf 'conflict-exit-code = 6\n' >"$T/other"
+  expect_exit 3 -- isolated env MONGOLOCK_CONFIG="$T/config" "$MONGOLOCK_BIN" acquire "$name"
+  expect_exit 6 -- isolated env MONGOLOCK_CONFIG="$T/config" "$MONGOLOCK_BIN" --config "$T/other" acquire "$name"
+  expect_exit 64 -- isolated env MONGOLOCK_CONFIG="$T/missing" "$MONGOLOCK_BIN" acquire "$name"
+  assert_error_line "MONGOLOCK_CONFIG"
+  expect_exit 64 -- mli --config "$T/missing" acquire "$name"
+  assert_error_line "missing"
+}
+
+xdg_discovery() {
+  local name
+  name=$(held_lock)
+  mkdir -p "$T/xdg/mongolock" "$T/home/.config/mongolock"
+  printf 'conflict-exit-code = 7\n' >"$T/xdg/mongolock/config"
+  printf 'conflict-exit-code = 8\n' >"$T/home/.config/mongolock/config"
+  expect_exit 7 -- mli acquire "$name"
+  # Without XDG_CONFIG_HOME: ~/.config/mongolock/config.
+  expect_exit 8 -- env -u MONGOLOCK_CONFIG -u XDG_CONFIG_HOME HOME="$T/home" "$MONGOLOCK_BIN" acquire "$name"
+  # MONGOLOCK_CONFIG wins over discovery.
+  printf 'conflict-exit-code = 9\n' >"$T/config"
+  expect_exit 9 -- isolated env MONGOLOCK_CONFIG="$T/config" "$MONGOLOCK_BIN" acquire "$name"
+  # The environment still wins over the discovered file.
+  expect_exit 4 -- isolated env MONGOLOCK_CONFLICT_EXIT_CODE=4 "$MONGOLOCK_BIN" acquire "$name"
+}
+
+per_command_section() {
+  local name other
+  name=$(lock_name)
+  other=$(lock_name other)
+  printf '[acquire]\nttl = "1h"\n' >"$T/config"
+  expect_exit 0 -- mli --config "$T/config" acquire "$name"
+  expect_exit 0 -- ml status "$name"
+  assert_eq "$(status_field "$OUT" ttl)" "1h" "ttl of acquire with [acquire] ttl = \"1h\""
+  printf '[run]\nttl = "45s"\n' >"$T/config"
+  expect_exit 0 -- mli --config "$T/config" run "$other" -- sh -c '"$MONGOLOCK_BIN" status "$MONGOLOCK_NAME"'
+  assert_eq "$(status_field "$OUT" ttl)" "45s" "ttl of run with [run] ttl = \"45s\""
+  # The flag wins over the section, and so does the environment.
+  printf '[acquire]\nttl = "1h"\n' >"$T/config"
+  expect_exit 0 -- mli --config "$T/config" acquire "$other" --ttl 2m
+  expect_exit 0 -- ml status "$other"
+  assert_eq "$(status_field "$OUT" ttl)" "2m" "ttl with --ttl over the config"
+  expect_exit 0 -- ml release "$other"
+  expect_exit 0 -- isolated env MONGOLOCK_TTL=3m "$MONGOLOCK_BIN" --config "$T/config" acquire "$other"
+  expect_exit 0 -- ml status "$other"
+  assert_eq "$(status_field "$OUT" ttl)" "3m" "ttl with MONGOLOCK_TTL over the config"
+}
+
+# A section applies to its command only: [run] ttl/wait do not change acquire, [acquire] ttl not run.
+sections_stay_separate() {
+  local name other
+  name=$(lock_name)
+  other=$(lock_name other)
+  printf '[acquire]\nttl = "1h"\n\n[run]\nttl = "45s"\n' >"$T/config"
+  expect_exit 0 -- mli --config "$T/config" acquire "$name"
+  expect_exit 0 -- ml status "$name"
+  assert_eq "$(status_field "$OUT" ttl)" "1h" "ttl of acquire with [acquire] ttl = 1h and [run] ttl = 45s"
+  expect_exit 0 -- mli --config "$T/config" run "$other" -- sh -c '"$MONGOLOCK_BIN" status "$MONGOLOCK_NAME"'
+  assert_eq "$(status_field "$OUT" ttl)" "45s" "ttl of run with [acquire] ttl = 1h and [run] ttl = 45s"
+  printf '[acquire]\nttl = "1h"\n' >"$T/config"
+  expect_exit 0 -- mli --config "$T/config" run "$other" -- sh -c '"$MONGOLOCK_BIN" status "$MONGOLOCK_NAME"'
+  assert_eq "$(status_field "$OUT" ttl)" "30s" "ttl of run with only [acquire] ttl = 1h"
+  printf '[run]\nttl = "45s"\n' >"$T/config"
+  expect_exit 0 -- ml release "$name"
+  expect_exit 0 -- mli --config "$T/config" acquire "$name"
+  expect_exit 0 -- ml status "$name"
+  assert_eq "$(status_field "$OUT" ttl)" "10m" "ttl of acquire with only [run] ttl = 45s"
+}
+
+bad_value_in_config() {
+  local name
+  name=$(lock_name)
+  printf '[acquire]\nttl = "10"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "--ttl"
+  printf 'conflict-exit-code = 300\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_free "$name"
+}
+
+unknown_key_refused() {
+  local name
+  name=$(lock_name)
+  printf 'colection = "typo"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_contains "$ERR" "colection"
+  printf '[acquire]\nttll = "1h"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_contains "$ERR" "ttll"
+  assert_free "$name"
+}
+
+uri_file_works() {
+  local name
+  name=$(lock_name)
+  printf '%s\n' "$MONGOLOCK_TEST_URI" >"$T/uri"
+  expect_exit 0 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$T/uri" acquire "$name"
+  assert_empty "$ERR"
+  expect_exit 0 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$T/uri" status "$name"
+  assert_held_by "$name" "$HOST:$BASHPID"
+  # Surrounding white space and a second line are ignored; MONGOLOCK_URI_FILE works too.
+  printf '  %s  \nignored\n' "$MONGOLOCK_TEST_URI" >"$T/uri"
+  expect_exit 0 -- env -u MONGOLOCK_URI MONGOLOCK_URI_FILE="$T/uri" "$MONGOLOCK_BIN" release "$name"
+  assert_free "$name"
+}
+
+uri_file_hides_password() {
+  local name v
+  name=$(lock_name)
+  printf 'mongodb://mluser:s3cr3t-in-file@127.0.0.1:1/\n' >"$T/uri"
+  for v in "" -v; do
+    expect_exit 69 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" $v --uri-file "$T/uri" --connect-timeout 300ms acquire "$name"
+    assert_not_contains "$OUT" "s3cr3t"
+    assert_not_contains "$ERR" "s3cr3t"
+    assert_contains "$ERR" "mongolock: error: "
+    assert_not_contains "$ERR" "visible to other users"
+    expect_exit 69 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" $v --uri-file "$T/uri" --connect-timeout 300ms doctor
+    assert_not_contains "$OUT" "s3cr3t"
+    assert_not_contains "$ERR" "s3cr3t"
+  done
+  assert_contains "$OUT" "mluser:***@"
+}
+
+uri_file_errors() {
+  local name
+  name=$(lock_name)
+  expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$T/missing" status "$name"
+  assert_error_line "--uri-file"
+  : >"$T/empty"
+  expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$T/empty" status "$name"
+  assert_error_line "empty"
+}
+
+uri_and_uri_file_refused() {
+  local name
+  name=$(lock_name)
+  printf '%s\n' "$MONGOLOCK_TEST_URI" >"$T/uri"
+  expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri "$MONGOLOCK_TEST_URI" --uri-file "$T/uri" status "$name"
+  assert_error_line "--uri"
+  assert_contains "$ERR" "--uri-file"
+  expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$T/uri" --uri "$MONGOLOCK_TEST_URI" status "$name"
+  # Not silently one of them: a missing --uri-file next to --uri is still an error.
+  expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri "$MONGOLOCK_TEST_URI" --uri-file "$T/missing" status "$name"
+}
+
+# A flag wins over the environment: --uri-file over MONGOLOCK_URI (and --uri over MONGOLOCK_URI_FILE).
+uri_file_flag_over_environment() {
+  local name
+  name=$(lock_name)
+  printf '%s\n' "$MONGOLOCK_TEST_URI" >"$T/uri"
+  expect_exit 0 -- env MONGOLOCK_URI=mongodb://127.0.0.1:1/ "$MONGOLOCK_BIN" --uri-file "$T/uri" acquire "$name"
+  assert_held_by "$name" "$HOST:$BASHPID"
+  expect_exit 0 -- env -u MONGOLOCK_URI MONGOLOCK_URI_FILE="$T/missing" "$MONGOLOCK_BIN" --uri "$MONGOLOCK_TEST_URI" release "$name"
+  assert_free "$name"
+}
+
+# The URI sources and the config file: --uri-file / MONGOLOCK_URI_FILE win over uri in the file, --uri
+# over uri-file in the file.
+uri_flags_over_config_file() {
+  local name
+  name=$(lock_name)
+  printf 'mongodb://127.0.0.1:1/\n' >"$T/closed-uri"
+  printf '%s\n' "$MONGOLOCK_TEST_URI" >"$T/uri"
+  printf 'uri = "mongodb://127.0.0.1:1/"\nconnect-timeout = "300ms"\n' >"$T/config-uri"
+  expect_exit 1 -- isolated env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --config "$T/config-uri" --uri-file "$T/uri" status "$name"
+  expect_exit 1 -- isolated env -u MONGOLOCK_URI MONGOLOCK_URI_FILE="$T/uri" "$MONGOLOCK_BIN" --config "$T/config-uri" status "$name"
+  printf 'uri-file = "%s"\nconnect-timeout = "300ms"\n' "$T/closed-uri" >"$T/config-file"
+  expect_exit 1 -- isolated env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --config "$T/config-file" --uri "$MONGOLOCK_TEST_URI" status "$name"
+  # Without any other source, the file's uri-file is used.
+  expect_exit 69 -- isolated env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --config "$T/config-file" status "$name"
+}
+
+# The issue's precedence, env > file, for the server too: MONGOLOCK_URI wins over uri-file in the config
+# file (the man page documents the opposite: with uri-file in the config file, MONGOLOCK_URI has no effect).
+uri_env_over_config_uri_file() {
+  local name
+  name=$(lock_name)
+  printf 'mongodb://127.0.0.1:1/\n' >"$T/closed-uri"
+  printf 'uri-file = "%s"\nconnect-timeout = "300ms"\n' "$T/closed-uri" >"$T/config-file"
+  expect_exit 1 -- isolated env MONGOLOCK_URI="$MONGOLOCK_TEST_URI" "$MONGOLOCK_BIN" --config "$T/config-file" status "$name"
+}
+
+password_on_command_line_warns() {
+  local name uri=mongodb://mluser:s3cr3t-on-argv@127.0.0.1:1/
+  name=$(lock_name)
+  expect_exit 69 -- ml --uri "$uri" --connect-timeout 300ms status "$name"
+  assert_contains "$ERR" "mongolock: warning: the password in --uri is visible to other users"
+  assert_not_contains "$ERR" "s3cr3t"
+  expect_exit 69 -- ml --uri="$uri" --connect-timeout 300ms status "$name"
+  assert_contains "$ERR" "warning: the password in --uri"
+  # -q silences the warning, not the error.
+  expect_exit 69 -- ml -q --uri "$uri" --connect-timeout 300ms status "$name"
+  assert_not_contains "$ERR" "warning"
+  assert_contains "$ERR" "mongolock: error: "
+  # No password, no warning; a password from the environment, no warning.
+  expect_exit 0 -- ml --uri "$MONGOLOCK_TEST_URI" status "$(held_lock)"
+  assert_empty "$ERR"
+  expect_exit 69 -- env MONGOLOCK_URI="$uri" "$MONGOLOCK_BIN" --connect-timeout 300ms status "$name"
+  assert_not_contains "$ERR" "warning"
+  assert_not_contains "$ERR" "s3cr3t"
+}
+
+run_case "-E: flag > MONGOLOCK_CONFLICT_EXIT_CODE > config file > default" precedence_conflict_exit_code
+run_case "quiet/verbose: flag > MONGOLOCK_QUIET/VERBOSE > config file" precedence_verbosity
+run_case "--collection: flag > MONGOLOCK_COLLECTION > config file" precedence_collection
+run_case "MONGOLOCK_CONFIG names the config file; --config wins; missing files: 64" config_from_environment
+run_case "\$XDG_CONFIG_HOME/mongolock/config and ~/.config/mongolock/config are found" xdg_discovery
+run_case "per-command sections: [acquire] ttl = \"1h\", [run] ttl" per_command_section
+run_case "a section applies to its own command only ([acquire] ttl vs [run] ttl)" sections_stay_separate
+run_case "a bad value in the config file: 64" bad_value_in_config
+run_case "an unknown key in the config file: 64" unknown_key_refused
+run_case "--uri-file reads the URI (MONGOLOCK_URI_FILE too)" uri_file_works
+run_case "--uri-file: the password never appears in output" uri_file_hides_password
+run_case "--uri-file missing or empty: 64" uri_file_errors
+run_case "--uri together with --uri-file: 64" uri_and_uri_file_refused
+run_case "--uri-file wins over MONGOLOCK_URI, --uri over MONGOLOCK_URI_FILE" uri_file_flag_over_environment
+run_case "--uri-file / MONGOLOCK_URI_FILE over uri in the config file, --uri over uri-file there" uri_flags_over_config_file
+run_case "MONGOLOCK_URI over uri-file in the config file (env > file)" uri_env_over_config_uri_file
+run_case "a password in --uri prints a warning (not for MONGOLOCK_URI)" password_on_command_line_warns
+finish

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# run loses its lease (exit 76): the lock is removed under it, or the server goes away. The command is
+# stopped (SIGTERM, then SIGKILL after the kill grace) before the lease could expire; --on-lost ignore
+# lets it finish.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# $T/child.sh [release]: the command. Writes DIR/pid; with "release", first releases its own lock with
+# its token (the lock document disappears under mongolock). Then, by $CHILD_ON_TERM:
+#   exit    on SIGTERM writes DIR/term and exits 0
+#   ignore  on SIGTERM writes DIR/term and keeps going (only SIGKILL stops it)
+# It ends by itself, writing DIR/done and exiting 3, once DIR/go exists.
+write_child() {
+  cat >"$T/child.sh" <<'EOF'
+dir=$1
+if [ "$2" = release ]; then
+  "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
+fi
+case $CHILD_ON_TERM in
+exit) trap 'touch "$dir/term"; exit 0' TERM ;;
+ignore) trap 'touch "$dir/term"' TERM ;;
+esac
+echo $$ >"$dir/pid.tmp"; mv "$dir/pid.tmp" "$dir/pid"
+while [ ! -e "$dir/go" ]; do sleep 0.05; done
+touch "$dir/done"
+exit 3
+EOF
+}
+
+# --- the lock document is removed under the holder ---------------------------------------------
+
+lock_removed_term() {
+  local name
+  name=$(lock_name)
+  write_child
+  start_bg run env CHILD_ON_TERM=exit "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh "$T/child.sh" "$T" release
+  expect_bg_exit 76 "$BG_PID" run 20
+  [[ -e $T/term ]] || fail_with "the command did not get SIGTERM" stderr "$T/run.err"
+  [[ ! -e $T/done ]] || fail "the command ran to its end"
+  assert_contains "$T/run.err" "mongolock: error: lease on '$name' lost"
+  assert_contains "$T/run.err" "is gone"
+  assert_free "$name"
+}
+
+lock_removed_on_lost_kill() {
+  local name
+  name=$(lock_name)
+  write_child
+  start_bg run env CHILD_ON_TERM=exit "$MONGOLOCK_BIN" run "$name" --ttl 3s --on-lost kill -- \
+    sh "$T/child.sh" "$T" release
+  expect_bg_exit 76 "$BG_PID" run 20
+  [[ ! -e $T/term && ! -e $T/done ]] || fail "the command got SIGTERM or ended by itself; --on-lost kill sends SIGKILL"
+  assert_contains "$T/run.err" "lease on '$name' lost"
+  assert_contains "$T/run.err" "killing the command"
+}
+
+# --on-lost ignore: the command runs to its end; another holder may take the free lock meanwhile, and
+# mongolock's final release must not remove that holder's lock.
+lock_removed_on_lost_ignore() {
+  local name pid
+  name=$(lock_name)
+  write_child
+  start_bg run env CHILD_ON_TERM=exit "$MONGOLOCK_BIN" run "$name" --ttl 3s --on-lost ignore -- \
+    sh "$T/child.sh" "$T" release
+  pid=$BG_PID
+  wait_until 15 grep -qF "lease on '$name' lost" "$T/run.err"
+  assert_contains "$T/run.err" "--on-lost ignore"
+  pid_alive "$pid" || fail "mongolock exited"
+  expect_exit 0 -- ml acquire "$name" --process "$HOST:1"
+  touch "$T/go"
+  expect_bg_exit 3 "$pid" run
+  [[ -e $T/done && ! -e $T/term ]] || fail "the command was stopped"
+  assert_held_by "$name" "$HOST:1"
+}
+
+# The command removes the lock and ends with 0 before a renewal noticed: the release finds nothing, so
+# the run did not hold the lock to the end: exit 76, not 0.
+lock_removed_then_command_succeeds() {
+  local name
+  name=$(lock_name)
+  expect_exit 76 -- ml run "$name" --ttl 30s -- \
+    sh -c '"$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN"'
+  assert_contains "$ERR" "mongolock: error: lock '$name' was no longer held when the command ended"
+  assert_free "$name"
+}
+
+# --- the server goes away ------------------------------------------------------------------------
+
+# Starts a server of this case's own (scripts/test-server): sets SERVER_PID (the script), SERVER_URI
+# and DB_PID (the database process).
+start_private_server() {
+  TMPDIR=$T env -u MONGOLOCK_TEST_URI "$REPO_ROOT/scripts/test-server" >"$T/server.uri" 2>"$T/server.log" &
+  SERVER_PID=$!
+  track "$SERVER_PID"
+  wait_for 120 test -s "$T/server.uri" || fail_with "the private test server did not start" log "$T/server.log"
+  SERVER_URI=$(head -n 1 "$T/server.uri")
+  DB_PID=$(sed -n 's/.*ready at .* (pid \([0-9]*\)).*/\1/p' "$T/server.log")
+  [[ -n $DB_PID ]] && pid_alive "$DB_PID" || fail_with "no server pid in the log" log "$T/server.log"
+  track "$DB_PID"
+}
+
+# The server crashes: SIGKILL, no goodbye to clients (a graceful stop waits for them for seconds).
+crash_private_server() {
+  kill -KILL "$DB_PID"
+  wait_bg "$SERVER_PID" server # test-server notices and cleans up
+}
+
+# server_gone HOW ON_TERM [OPTIONS...]: run against a private server, then the server crashes (HOW =
+# crash) or stops answering (HOW = hang: SIGSTOP, as behind a network partition); expect 76 with the
+# command dead, soon enough that no other holder could have taken the lock meanwhile.
+server_gone() {
+  local how=$1 on_term=$2 name pid child stopped ended
+  shift 2
+  name=$(lock_name)
+  write_child
+  start_private_server
+  start_bg run env CHILD_ON_TERM="$on_term" "$MONGOLOCK_BIN" --uri "$SERVER_URI" --connect-timeout 1s \
+    run "$name" --ttl 3s "$@" -- sh "$T/child.sh" "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  child=$(cat "$T/pid")
+  # Let it renew once (every 1s) so the lease is running on renewals, then take the server away.
+  sleep 1.5
+  pid_alive "$pid" || fail_with "mongolock ended early" stderr "$T/run.err"
+  stopped=$(now_ms)
+  if [[ $how == crash ]]; then crash_private_server; else kill -STOP "$DB_PID"; fi
+  expect_bg_exit 76 "$pid" run 30
+  ended=$(now_ms)
+  [[ $how == crash ]] || kill -CONT "$DB_PID"
+  echo "# mongolock exited $((ended - stopped))ms after the server went away ($how)"
+  # mongolock has reaped it: the command and everything in its process group are gone.
+  pid_alive "$child" && fail "the command (pid $child) still runs after mongolock exited"
+  group_alive "$child" && fail "a process of the command's group still runs after mongolock exited"
+  [[ ! -e $T/done ]] || fail "the command ran to its end"
+  [[ -e $T/term ]] || fail_with "the command never got SIGTERM" stderr "$T/run.err"
+  assert_contains "$T/run.err" "lease on '$name' lost: no renewal succeeded within"
+  # The last renewal was sent before the server went away; its lease ends 3s (TTL) after that, and
+  # others may take over 2s (grace) later. mongolock must have ended within that.
+  (((ended - stopped) < 5000)) ||
+    fail_with "mongolock exited $((ended - stopped))ms after the server went away: TTL + grace is 5000ms" stderr "$T/run.err"
+}
+
+server_gone_on_lost_ignore() {
+  local name pid
+  name=$(lock_name)
+  write_child
+  start_private_server
+  start_bg run env CHILD_ON_TERM=exit "$MONGOLOCK_BIN" --uri "$SERVER_URI" --connect-timeout 1s \
+    run "$name" --ttl 3s --on-lost ignore -- sh "$T/child.sh" "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  crash_private_server
+  wait_until 15 grep -qF "lease on '$name' lost" "$T/run.err"
+  assert_contains "$T/run.err" "--on-lost ignore"
+  sleep 1
+  pid_alive "$pid" || fail_with "mongolock exited" stderr "$T/run.err"
+  [[ ! -e $T/term ]] || fail "the command got SIGTERM"
+  touch "$T/go"
+  expect_bg_exit 3 "$pid" run 30
+  [[ -e $T/done ]] || fail "the command did not run to its end"
+}
+
+run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
+run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
+run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
+run_case "lock removed, command then exits 0 before a renewal: exit 76" lock_removed_then_command_succeeds
+run_case "server crashes: command stopped with SIGTERM, exit 76 within TTL + grace" server_gone crash exit
+run_case "server crashes, command ignores SIGTERM: SIGKILL after the kill grace, exit 76" server_gone crash ignore
+run_case "server crashes, command ignores SIGTERM, --kill-grace 300ms: exit 76" server_gone crash ignore --kill-grace 300ms
+run_case "server hangs: command stopped with SIGTERM, exit 76 within TTL + grace" server_gone hang exit
+run_case "server hangs, command ignores SIGTERM: SIGKILL after the kill grace, exit 76" server_gone hang ignore
+run_case "server gone, --on-lost ignore: the command runs to its end" server_gone_on_lost_ignore
+finish

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# renew: extends a lock taken with acquire to now + TTL (--ttl respected, default 10m), by the calling
+# shell, --token or --process, semaphore slots included; a wrong token or holder, an expired lock, a lock
+# never taken and a lock released within its minimum hold are refused with 65 and nothing changes.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+HOLDER="$HOST:4242" # a holder identity other than any caller here
+
+# json FILE PYTHON-EXPRESSION: prints the expression evaluated with d = the JSON document in FILE.
+json() {
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = eval(sys.argv[2]); print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "$2" ||
+    fail_with "cannot evaluate $2 on the JSON" json "$1"
+}
+
+# Milliseconds until lock $1 expires, from status --json (its first document).
+expires_in_ms() {
+  ml status "$1" --json >"$T/status.json" || true
+  json "$T/status.json" 'd["locks"][0]["expires_in_ms"]'
+}
+
+extends_expiry() {
+  local name token left
+  name=$(lock_name)
+  ml acquire "$name" --ttl 10s >"$T/token" # in this shell: it is the holder
+  token=$(cat "$T/token")
+  left=$(expires_in_ms "$name")
+  ((left > 0 && left <= 10000)) || fail "expires_in_ms after acquire --ttl 10s: $left"
+  expect_exit 0 -- ml renew "$name" --ttl 1h
+  assert_empty "$OUT"
+  assert_empty "$ERR"
+  left=$(expires_in_ms "$name")
+  ((left > 3500000 && left <= 3600000)) || fail "expires_in_ms after renew --ttl 1h: $left"
+  assert_eq "$(json "$T/status.json" 'd["locks"][0]["ttl_ms"]')" "3600000" "ttl_ms in status --json"
+  assert_eq "$(json "$T/status.json" 'd["state"]')" "held" "state"
+  read_doc "$name"
+  assert_eq "$(doc_field ttl_ms)" "3600000" "stored ttl_ms"
+  assert_eq "$(doc_field token)" "$token" "token after renew (the same acquisition)"
+  local acquired renewed expires
+  acquired=$(doc_field acquired_at)
+  renewed=$(doc_field renewed_at)
+  expires=$(doc_field expires_at)
+  ((renewed >= acquired)) || fail "renewed_at $renewed is before acquired_at $acquired"
+  assert_eq "$((expires - renewed))" "3600000" "expires_at - renewed_at"
+  expect_exit 0 -- ml status "$name"
+  assert_eq "$(status_field "$OUT" ttl)" "1h" "ttl in status"
+  # Shorter works too: the lease runs from now.
+  expect_exit 0 -- ml renew "$name" --ttl 3s
+  left=$(expires_in_ms "$name")
+  ((left > 0 && left <= 3000)) || fail "expires_in_ms after renew --ttl 3s: $left"
+  expect_exit 0 -- ml release "$name"
+  assert_free "$name"
+}
+
+default_ttl_is_10m() {
+  local name left
+  name=$(lock_name)
+  ml acquire "$name" --ttl 5s >/dev/null
+  expect_exit 0 -- ml renew "$name"
+  left=$(expires_in_ms "$name")
+  ((left > 590000 && left <= 600000)) || fail "expires_in_ms after renew without --ttl: $left"
+  read_doc "$name"
+  assert_eq "$(doc_field ttl_ms)" "600000" "stored ttl_ms"
+  # MONGOLOCK_TTL is --ttl's variable.
+  expect_exit 0 -- env MONGOLOCK_TTL=2h "$MONGOLOCK_BIN" renew "$name"
+  read_doc "$name"
+  assert_eq "$(doc_field ttl_ms)" "7200000" "stored ttl_ms after MONGOLOCK_TTL=2h"
+}
+
+by_token() {
+  local name token left
+  name=$(lock_name)
+  token=$(ml acquire "$name" --ttl 5s --process "$HOLDER")
+  expect_exit 0 -- ml renew "$name" --token "$token" --ttl 1h
+  left=$(expires_in_ms "$name")
+  ((left > 3500000)) || fail "expires_in_ms after renew --token: $left"
+  assert_held_by "$name" "$HOLDER"
+}
+
+by_process() {
+  local name left
+  name=$(lock_name)
+  ml acquire "$name" --ttl 5s --process "$HOLDER" >/dev/null
+  expect_exit 0 -- ml renew "$name" --process "$HOLDER" --ttl 1h
+  left=$(expires_in_ms "$name")
+  ((left > 3500000)) || fail "expires_in_ms after renew --process: $left"
+  assert_held_by "$name" "$HOLDER"
+}
+
+# A wrong token (or holder) is refused with 65; the stored lock is exactly as before.
+wrong_token_refused() {
+  local name token before
+  name=$(lock_name)
+  token=$(ml acquire "$name" --ttl 1m --process "$HOLDER")
+  read_doc "$name"
+  before=$(cat "$T/doc")
+  expect_exit 65 -- ml renew "$name" --token 0123456789abcdef0123456789abcdef --ttl 1h
+  assert_error_line "lock '$name' is held by $HOLDER"
+  assert_contains "$ERR" "nothing was renewed"
+  assert_empty "$OUT"
+  read_doc "$name"
+  assert_eq "$(cat "$T/doc")" "$before" "the lock document after a refused renew"
+  expect_exit 65 -- ml renew "$name" --process "$HOST:1" --ttl 1h
+  assert_error_line "not by $HOST:1"
+  # The calling shell is not the holder either.
+  expect_exit 65 -- ml renew "$name" --ttl 1h
+  assert_error_line "not by $HOST:$BASHPID"
+  read_doc "$name"
+  assert_eq "$(cat "$T/doc")" "$before" "the lock document after refused renews"
+  # Another lock's token does not renew this one.
+  local other other_token
+  other=$(lock_name other)
+  other_token=$(ml acquire "$other" --process "$HOLDER")
+  expect_exit 65 -- ml renew "$name" --token "$other_token" --ttl 1h
+  read_doc "$name"
+  assert_eq "$(cat "$T/doc")" "$before" "the lock document after a renew with another lock's token"
+  expect_exit 0 -- ml renew "$name" --token "$token"
+}
+
+expired_refused() {
+  local name token
+  name=$(lock_name)
+  ml acquire "$name" --ttl 1s >"$T/token"
+  token=$(cat "$T/token")
+  wait_until 10 is_free "$name"
+  expect_exit 65 -- ml renew "$name" --token "$token" --ttl 1h
+  assert_error_line "nothing was renewed"
+  assert_contains "$ERR" "expired"
+  expect_exit 65 -- ml renew "$name" --ttl 1h
+  expect_exit 1 -- ml status "$name"
+  assert_contains "$OUT" "state: expired"
+  read_doc "$name"
+  assert_eq "$(doc_field ttl_ms)" "1000" "ttl_ms of the expired lock"
+  # It can be acquired again (after the takeover grace), not renewed back to life.
+  expect_exit 0 -- ml --grace 100ms acquire "$name" --wait 10s --process "$HOLDER"
+  assert_held_by "$name" "$HOLDER"
+}
+
+never_taken_refused() {
+  local name
+  name=$(lock_name)
+  expect_exit 65 -- ml renew "$name"
+  assert_error_line "lock '$name' is not held; nothing was renewed"
+  expect_exit 65 -- ml renew "$name" --token 0123456789abcdef0123456789abcdef
+  assert_error_line "is not held"
+  assert_free "$name"
+}
+
+# A lock released within its minimum hold cannot be renewed back.
+released_in_min_hold_refused() {
+  local name token
+  name=$(lock_name)
+  token=$(ml acquire "$name" --min-hold 1m)
+  expect_exit 0 -- ml release "$name" --token "$token"
+  expect_exit 65 -- ml renew "$name" --token "$token" --ttl 1h
+  assert_error_line "already released"
+  expect_exit 0 -- ml status "$name"
+  assert_contains "$OUT" "state: released"
+}
+
+renews_a_slot() {
+  local name t1 t2 left1 left2
+  name=$(lock_name)
+  t1=$(ml acquire "$name" --slots 2 --ttl 10s --process "$HOST:11")
+  t2=$(ml acquire "$name" --slots 2 --ttl 10s --process "$HOST:12")
+  expect_exit 0 -- ml renew "$name" --token "$t2" --ttl 1h
+  ml status "$name" --json >"$T/status.json"
+  left1=$(json "$T/status.json" '[l["expires_in_ms"] for l in d["locks"] if l["slot"] == 1][0]')
+  left2=$(json "$T/status.json" '[l["expires_in_ms"] for l in d["locks"] if l["slot"] == 2][0]')
+  ((left1 <= 10000)) || fail "slot 1 was renewed too: $left1 ms left"
+  ((left2 > 3500000)) || fail "slot 2 was not renewed: $left2 ms left"
+  expect_exit 0 -- ml renew "$name" --process "$HOST:11" --ttl 1h
+  ml status "$name" --json >"$T/status.json"
+  left1=$(json "$T/status.json" '[l["expires_in_ms"] for l in d["locks"] if l["slot"] == 1][0]')
+  ((left1 > 3500000)) || fail "slot 1 was not renewed by --process: $left1 ms left"
+  expect_exit 65 -- ml renew "$name" --process "$HOST:13"
+  [[ -n $t1 ]]
+}
+
+bad_arguments() {
+  local name
+  name=$(lock_name)
+  ml acquire "$name" >/dev/null
+  expect_exit 64 -- ml renew "$name" --ttl 500ms
+  assert_error_line "--ttl"
+  expect_exit 64 -- ml renew "$name" --ttl 10
+  assert_error_line "--ttl"
+  expect_exit 64 -- ml renew "$name" --token not-a-token
+  assert_error_line "--token"
+  expect_exit 64 -- ml renew
+  expect_exit 64 -- ml renew "$name" --process ""
+  assert_error_line "--process"
+}
+
+run_case "renew extends expires_at; --ttl is respected" extends_expiry
+run_case "renew without --ttl: 10m (MONGOLOCK_TTL too)" default_ttl_is_10m
+run_case "renew --token" by_token
+run_case "renew --process" by_process
+run_case "renew with a wrong token or holder: 65, lock unchanged" wrong_token_refused
+run_case "renew of an expired lock: 65" expired_refused
+run_case "renew of a lock never taken: 65" never_taken_refused
+run_case "renew of a lock released within its minimum hold: 65" released_in_min_hold_refused
+run_case "renew of a semaphore slot by --token / --process" renews_a_slot
+run_case "renew: bad --ttl, --token, --process give 64" bad_arguments
+finish

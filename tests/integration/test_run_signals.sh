@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Signals to `mongolock run`: forwarded to the command, lock kept until the command has exited, then
+# released; mongolock exits with the command's status. SIGKILL to mongolock kills the command too, and
+# the lock becomes free only after its TTL plus the takeover grace.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# $T/trapper.sh SIGNAL DIR: writes its pid to DIR/pid; on SIGNAL writes DIR/got, waits for DIR/go and
+# exits 42. (A forwarded signal also ends its `sleep`; the trap runs right after.)
+write_trapper() {
+  cat >"$T/trapper.sh" <<'EOF'
+sig=$1 dir=$2
+trap 'echo "$sig" >"$dir/got.tmp"; mv "$dir/got.tmp" "$dir/got"
+      while [ ! -e "$dir/go" ]; do sleep 0.05; done; exit 42' "$sig"
+echo $$ >"$dir/pid.tmp"; mv "$dir/pid.tmp" "$dir/pid"
+while :; do sleep 0.05; done
+EOF
+}
+
+signal_reaches_command() { # SIGNAL
+  local sig=$1 name pid
+  name=$(lock_name "$sig")
+  write_trapper
+  start_bg run ml run "$name" -- sh "$T/trapper.sh" "$sig" "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  kill -s "$sig" "$pid"
+  wait_file 10 "$T/got"
+  assert_eq "$(cat "$T/got")" "$sig" "signal the command got"
+  # The command is still finishing: mongolock waits for it and keeps the lock.
+  pid_alive "$pid" || fail "mongolock exited before its command"
+  assert_held_by "$name" "$HOST:$pid"
+  expect_exit 75 -- ml acquire "$name"
+  touch "$T/go"
+  expect_bg_exit 42 "$pid" run
+  assert_not_contains "$T/run.err" "mongolock"
+  assert_free "$name"
+}
+
+# A command that does not handle the signal dies of it: mongolock exits 128+N and releases.
+untrapped_term_kills_command() {
+  local name pid
+  name=$(lock_name)
+  start_bg run ml run "$name" -- sh -c 'echo $$ >"$1/pid.tmp"; mv "$1/pid.tmp" "$1/pid"; exec sleep 60' _ "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  kill -TERM "$pid"
+  expect_bg_exit 143 "$pid" run
+  pid_alive "$(cat "$T/pid")" && fail "the command still runs"
+  assert_free "$name"
+}
+
+sigkill_kills_command_and_lease_expires() {
+  local name pid child expires_at
+  name=$(lock_name)
+  start_bg run ml run "$name" --ttl 2s -- sh -c 'echo $$ >"$1/pid.tmp"; mv "$1/pid.tmp" "$1/pid"; exec sleep 60' _ "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  child=$(cat "$T/pid")
+  assert_held_by "$name" "$HOST:$pid"
+  kill -KILL "$pid"
+  wait_bg "$pid" run
+  assert_eq "$BG_STATUS" "137" "mongolock's status"
+  # Nobody released the lock: it is still held now, and refused to others...
+  expect_exit 75 -- ml acquire "$name" --process "$HOST:1"
+  assert_contains "$ERR" "held by $HOST:$pid"
+  read_doc "$name"
+  expires_at=$(doc_field expires_at)
+  # The command dies with mongolock (PR_SET_PDEATHSIG).
+  wait_until 10 eval "! pid_alive $child"
+  # ...until it has expired and the takeover grace (2s) has passed.
+  wait_until 20 eval "ml acquire $name --process $HOST:1 >/dev/null 2>&1"
+  read_doc "$name"
+  local after=$(($(doc_field acquired_at) - expires_at))
+  ((after >= 1950)) || fail "taken over ${after}ms after the killed holder's lease expired (grace is 2s)"
+  assert_held_by "$name" "$HOST:1"
+}
+
+# A service manager stopping a job signals every process of it at once (systemd's control-group kill):
+# the command gets SIGTERM directly and forwarded; mongolock still waits for it and exits with its status.
+term_to_mongolock_and_command_at_once() {
+  local name pid child
+  name=$(lock_name)
+  write_trapper
+  start_bg run ml run "$name" -- sh "$T/trapper.sh" TERM "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  child=$(cat "$T/pid")
+  kill -TERM "$pid" "-$child" # mongolock, and the command's process group
+  wait_file 10 "$T/got"
+  assert_held_by "$name" "$HOST:$pid"
+  touch "$T/go"
+  expect_bg_exit 42 "$pid" run
+  assert_free "$name"
+}
+
+run_case "SIGTERM reaches the command; lock held until it exits; exit = its status" signal_reaches_command TERM
+run_case "SIGINT reaches the command; lock held until it exits" signal_reaches_command INT
+run_case "SIGHUP reaches the command; lock held until it exits" signal_reaches_command HUP
+run_case "SIGUSR1 reaches the command; lock held until it exits" signal_reaches_command USR1
+run_case "SIGUSR2 reaches the command; lock held until it exits" signal_reaches_command USR2
+run_case "SIGQUIT reaches the command; lock held until it exits" signal_reaches_command QUIT
+run_case "SIGTERM to a command that does not trap it: exit 143, lock released" untrapped_term_kills_command
+run_case "SIGTERM to mongolock and the command at once: exit = its status" term_to_mongolock_and_command_at_once
+run_case "SIGKILL to mongolock: command dies; lock free only after TTL + grace" sigkill_kills_command_and_lease_expires
+finish

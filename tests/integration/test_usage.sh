@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Bad input: exit 64 with one line "mongolock: error: ..." naming the problem, nothing on stdout, and
+# no lock taken or removed. --help exits 0.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# expect_usage TEXT ARGS...: mongolock ARGS exits 64 with one error line containing TEXT.
+expect_usage() {
+  local text=$1
+  shift
+  expect_exit 64 -- ml "$@"
+  assert_error_line "$text"
+  assert_empty "$OUT"
+}
+
+# Every command refuses the name with the same message.
+bad_name() { # TEXT NAME
+  expect_usage "$1" acquire "$2"
+  expect_usage "$1" release "$2"
+  expect_usage "$1" status "$2"
+  expect_usage "$1" run "$2" -- touch "$T/ran"
+  [[ ! -e $T/ran ]] || fail "run started its command"
+}
+
+bad_names() {
+  local before
+  before=$(doc_count)
+  bad_name "empty lock name" ""
+  bad_name "lock name is 201 bytes long; the limit is 200" "$(printf 'n%.0s' {1..201})"
+  bad_name "control character 0x09" $'a\tb'
+  bad_name "control character 0x0a" $'a\nb'
+  bad_name "control character 0x1b" $'a\eb'
+  bad_name "control character 0x7f" $'a\x7fb'
+  bad_name "not valid UTF-8" $'caf\xe9'
+  expect_usage "NAME" acquire --ttl 5s # no name at all
+  # None of them was stored.
+  assert_eq "$(doc_count)" "$before" "documents in the collection"
+}
+
+# A name that looks like an option.
+dash_name() {
+  local before
+  before=$(doc_count)
+  expect_exit 64 -- ml acquire -- -x
+  assert_error_line ""
+  expect_exit 64 -- ml acquire -x
+  assert_error_line ""
+  assert_eq "$(doc_count)" "$before" "documents in the collection"
+}
+
+bad_durations() {
+  local name
+  name=$(lock_name)
+  for ttl in 0s 0ms -5s 10 5x 1.5 s ms 1h-5m 366d ' 5s' '5s ' 0.0001ms; do
+    expect_usage "--ttl" acquire "$name" --ttl "$ttl"
+    expect_usage "--ttl" run "$name" --ttl "$ttl" -- touch "$T/ran"
+  done
+  expect_usage "--ttl" acquire "$name" "--ttl=5x"
+  expect_usage "--connect-timeout" --connect-timeout 0s status "$name"
+  expect_usage "--connect-timeout" --connect-timeout 3 status "$name"
+  expect_usage "--grace" --grace 2x acquire "$name"
+  expect_usage "--kill-grace" run "$name" --kill-grace 5q -- true
+  expect_usage "--timeout" run "$name" --timeout -1s -- true
+  [[ ! -e $T/ran ]] || fail "run started its command"
+  assert_free "$name"
+}
+
+# An empty duration is not a duration: it must not silently mean "the default".
+empty_duration() {
+  local name accepted=() args argv rc
+  name=$(lock_name)
+  local cases=("acquire NAME --ttl" "run NAME --ttl" "run NAME --timeout" "run NAME --kill-grace"
+    "run NAME --kill-after" "--grace" "--connect-timeout")
+  for args in "${cases[@]}"; do
+    read -ra argv <<<"${args/NAME/$name}"
+    argv+=('')
+    [[ ${argv[0]} == --* ]] && argv+=(acquire "$name")
+    [[ ${argv[0]} == run ]] && argv+=(-- touch "$T/ran")
+    rc=0
+    ml "${argv[@]}" >"$T/out" 2>"$T/err" || rc=$?
+    if ((rc == 64)); then
+      grep -q '^mongolock: error: ' "$T/err" || fail_with "$args '': no error message" stderr "$T/err"
+    else
+      accepted+=("$args '' exited $rc")
+    fi
+    ml release "$name" >/dev/null 2>&1 || true
+  done
+  ((${#accepted[@]} == 0)) || fail "empty durations accepted instead of 64: $(printf '%s; ' "${accepted[@]}")"
+  [[ ! -e $T/ran ]] || fail "run started its command"
+}
+
+run_ttl_limits() {
+  local name
+  name=$(lock_name)
+  expect_usage "--ttl 500ms is too short; the minimum is 1s" run "$name" --ttl 500ms -- touch "$T/ran"
+  expect_usage "too short" acquire "$name" --ttl 500ms
+  expect_usage "--kill-grace 5s is too long for --ttl 2s" run "$name" --ttl 2s --kill-grace 5s -- touch "$T/ran"
+  expect_usage "--kill-grace" run "$name" --ttl 30s --kill-grace 20s -- touch "$T/ran"
+  [[ ! -e $T/ran ]] || fail "run started its command"
+  assert_free "$name"
+}
+
+bad_options() {
+  local name
+  name=$(lock_name)
+  expect_usage "--bogus" acquire "$name" --bogus
+  expect_usage "--bogus" --bogus acquire "$name"
+  expect_usage "extra" acquire "$name" extra
+  expect_usage "--conflict-exit-code" -E 256 acquire "$name"
+  expect_usage "--conflict-exit-code" -E x acquire "$name"
+  expect_usage "--on-lost" run "$name" --on-lost bogus -- true
+  expect_usage "--token" release "$name" --token not-a-token
+  expect_usage "--process" acquire "$name" --process ''
+  expect_usage "--quiet" -q -v status "$name"
+  expect_usage "--ttl" release "$name" --ttl 5s
+  assert_free "$name"
+}
+
+subcommands() {
+  local before
+  before=$(doc_count)
+  expect_usage "subcommand" # none
+  expect_usage "subcommand" --uri "$MONGOLOCK_URI"
+  expect_usage "" frobnicate "$(lock_name)"
+  assert_eq "$(doc_count)" "$before" "documents in the collection"
+}
+
+# The error for an unknown subcommand names it.
+unknown_subcommand_named() {
+  expect_usage "frobnicate" frobnicate
+}
+
+dashes_only_with_run() {
+  local name
+  name=$(lock_name)
+  expect_usage "'--' and a command go with 'run' only" acquire "$name" -- true
+  expect_usage "'--' and a command go with 'run' only" release "$name" -- true
+  expect_usage "'--' and a command go with 'run' only" status "$name" -- true
+  assert_free "$name"
+}
+
+# A trailing '--' with nothing after it is still a '--' with a command-less non-run command.
+trailing_dashes_refused() {
+  local name
+  name=$(lock_name)
+  expect_usage "--" acquire "$name" --
+  assert_free "$name"
+  expect_usage "--" status "$name" --
+}
+
+help() {
+  expect_exit 0 -- ml --help
+  assert_contains "$OUT" "Usage: mongolock"
+  assert_contains "$OUT" "acquire"
+  assert_contains "$OUT" "75 held"
+  assert_empty "$ERR"
+  expect_exit 0 -- ml run --help
+  assert_contains "$OUT" "--ttl"
+  expect_exit 0 -- ml -h
+  expect_exit 0 -- ml --version
+  assert_matches "$OUT" '[0-9]+\.[0-9]+'
+}
+
+# A usage error never touches an existing lock.
+usage_error_keeps_lock() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name" --process "$HOST:1"
+  expect_usage "--token" release "$name" --token xyz
+  expect_usage "--bogus" release "$name" --process "$HOST:1" --bogus
+  expect_usage "--ttl" acquire "$name" --ttl 0s
+  assert_held_by "$name" "$HOST:1"
+}
+
+run_case "bad names (empty, 201 bytes, control characters, bad UTF-8): 64 for every command" bad_names
+run_case "a name starting with '-': 64" dash_name
+run_case "bad durations: 64" bad_durations
+run_case "an empty duration (--ttl '') is refused, not read as the default" empty_duration
+run_case "run --ttl below 1s and --kill-grace too long for the TTL: 64" run_ttl_limits
+run_case "unknown or bad options: 64" bad_options
+run_case "no subcommand / unknown subcommand: 64" subcommands
+run_case "an unknown subcommand is named in the error" unknown_subcommand_named
+run_case "'--' with a command after acquire/release/status: 64" dashes_only_with_run
+run_case "a trailing '--' after acquire/status: 64, no lock taken" trailing_dashes_refused
+run_case "--help, -h, --version: 0" help
+run_case "usage errors leave an existing lock alone" usage_error_keeps_lock
+finish
