@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +67,58 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
+// The guardian: the first process of the command's process group, between mongolock and the command.
+// PR_SET_PDEATHSIG reaches only a direct child, so a mongolock killed outright (SIGKILL) could leave the
+// command's own children running after the lease runs out. The guardian gets `death_signal` when
+// mongolock dies and then kills the whole group; otherwise it waits for the command and exits the way it
+// did (same status, or the same signal), so mongolock sees the command's own status. The command gets
+// SIGKILL if the guardian dies. Runs in the forked child only; never returns.
+template <typename Exec>
+[[noreturn]] void run_guardian(pid_t mongolock, int death_signal, int exec_pipe, const Exec& exec) {
+  sigset_t waited;
+  sigemptyset(&waited);
+  sigaddset(&waited, SIGCHLD);
+  sigaddset(&waited, death_signal);
+  sigprocmask(SIG_BLOCK, &waited, nullptr); // the forwarded signals stay blocked too: they are for the command
+  prctl(PR_SET_PDEATHSIG, death_signal);
+  if (getppid() != mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
+  const pid_t guardian = getpid();
+  const pid_t command = fork();
+  if (command == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guardian) _exit(128 + SIGKILL);
+    exec();
+    const int err = errno;
+    [[maybe_unused]] const auto n = write(exec_pipe, &err, sizeof err);
+    _exit(127);
+  }
+  close(exec_pipe); // mongolock sees end-of-file once the command has exec'd (the pipe is close-on-exec)
+  if (command < 0) _exit(126);
+  for (;;) {
+    siginfo_t info;
+    const int signo = sigwaitinfo(&waited, &info);
+    if (signo == death_signal) {
+      kill(-guardian, SIGKILL); // mongolock is gone: nothing may run on without its lease
+      _exit(128 + SIGKILL);
+    }
+    int status = 0;
+    const pid_t done = waitpid(command, &status, WNOHANG);
+    if (done != command) continue;
+    if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+    // Die of the same signal, without a second core dump.
+    const int sig = WTERMSIG(status);
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(sig, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    kill(guardian, sig);
+    _exit(128 + sig);
+  }
+}
+
 } // namespace
 
 Child Child::spawn(const ChildSpec& spec) {
@@ -76,6 +129,7 @@ Child Child::spawn(const ChildSpec& spec) {
   const auto envp = c_strings(env_strings);
   const int tty = foreground_terminal();
   const pid_t parent = getpid();
+  const int death_signal = SIGRTMIN; // a function call in glibc: not after fork
 
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw internal_error(fmt::format("pipe failed: {}", std::strerror(errno)));
@@ -90,15 +144,12 @@ Child Child::spawn(const ChildSpec& spec) {
     close(exec_pipe[0]);
     setpgid(0, 0);
     if (tty >= 0) tcsetpgrp(tty, getpid()); // SIGTTOU is blocked here, as in the parent
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(128 + SIGKILL); // mongolock died before prctl took effect
-    // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
-    // as found (nohup's ignored SIGHUP stays ignored); only the mask is restored.
-    sigprocmask(SIG_SETMASK, &spec.signal_mask, nullptr);
-    execvpe(argv[0], argv.data(), envp.data());
-    const int err = errno;
-    [[maybe_unused]] const auto n = write(exec_pipe[1], &err, sizeof err);
-    _exit(127);
+    run_guardian(parent, death_signal, exec_pipe[1], [&] {
+      // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
+      // as found (nohup's ignored SIGHUP stays ignored); only the mask is restored.
+      sigprocmask(SIG_SETMASK, &spec.signal_mask, nullptr);
+      execvpe(argv[0], argv.data(), envp.data());
+    });
   }
   close(exec_pipe[1]);
   setpgid(pid, pid); // also in the parent, so the group exists before we signal it

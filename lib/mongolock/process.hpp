@@ -38,9 +38,11 @@ struct ChildSpec {
   sigset_t signal_mask{};                               // the mask the command starts with
 };
 
-// A started command, in its own process group (so a stop reaches everything it started), dying with
-// mongolock (PR_SET_PDEATHSIG: SIGKILL) if mongolock is killed outright. When mongolock owns the
-// terminal's foreground, the command's group gets it, and gets it back on destruction.
+// A started command, in its own process group (so a stop reaches everything it started). The process
+// mongolock starts is a small guardian that leads the group, starts the command in it, and exits as the
+// command does; if mongolock is killed outright, the guardian (PR_SET_PDEATHSIG) kills the whole group,
+// the command's own children included. When mongolock owns the terminal's foreground, the command's group
+// gets it, and gives it back on destruction. pid() is the guardian's, which is also the group id.
 class Child {
 public:
   // Starts the command. Throws Error with exit 127 when it is not found, 126 when it cannot be executed

@@ -30,12 +30,15 @@ child_environment() {
   name=$(lock_name)
   # Values already in the environment are replaced, not duplicated.
   expect_exit 0 -- env MONGOLOCK_TOKEN=stale MONGOLOCK_NAME=stale "$MONGOLOCK_BIN" run "$name" -- \
-    sh -c 'printf "%s\n" "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN" "$MONGOLOCK_PROCESS" "$PPID"; env | grep -c "^MONGOLOCK_TOKEN="'
+    sh -c 'read -r _ _ _ grandparent _ </proc/$PPID/stat
+           printf "%s\n" "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN" "$MONGOLOCK_PROCESS" "$grandparent"
+           env | grep -c "^MONGOLOCK_TOKEN="'
   local lines
   mapfile -t lines <"$OUT"
   assert_eq "${lines[0]}" "$name" "MONGOLOCK_NAME"
   [[ ${lines[1]} =~ ^[0-9a-f]{32}$ ]] || fail "MONGOLOCK_TOKEN '${lines[1]}' is not 32 hex digits"
-  # PROCESS is mongolock itself (the command's parent), not the shell that started mongolock.
+  # PROCESS is mongolock itself, not the shell that started mongolock. The command's parent is the
+  # guardian that leads its process group; mongolock is the guardian's parent.
   assert_eq "${lines[2]}" "$HOST:${lines[3]}" "MONGOLOCK_PROCESS"
   assert_eq "${lines[4]}" "1" "number of MONGOLOCK_TOKEN variables"
 }

@@ -50,12 +50,16 @@ untrapped_term_kills_command() {
 }
 
 sigkill_kills_command_and_lease_expires() {
-  local name pid child expires_at
+  local name pid child grandchild expires_at
   name=$(lock_name)
-  start_bg run ml run "$name" --ttl 2s -- sh -c 'echo $$ >"$1/pid.tmp"; mv "$1/pid.tmp" "$1/pid"; exec sleep 60' _ "$T"
+  # The command leaves a grandchild running in the background: it must die with mongolock too.
+  start_bg run ml run "$name" --ttl 2s -- sh -c 'sleep 61 & echo $! >"$1/grandchild"
+    echo $$ >"$1/pid.tmp"; mv "$1/pid.tmp" "$1/pid"; exec sleep 60' _ "$T"
   pid=$BG_PID
   wait_file 10 "$T/pid"
   child=$(cat "$T/pid")
+  grandchild=$(cat "$T/grandchild")
+  pid_alive "$grandchild" || fail "the grandchild did not start"
   assert_held_by "$name" "$HOST:$pid"
   kill -KILL "$pid"
   wait_bg "$pid" run
@@ -65,8 +69,9 @@ sigkill_kills_command_and_lease_expires() {
   assert_contains "$ERR" "held by $HOST:$pid"
   read_doc "$name"
   expires_at=$(doc_field expires_at)
-  # The command dies with mongolock (PR_SET_PDEATHSIG).
+  # The command and everything it started die with mongolock (the guardian's PR_SET_PDEATHSIG).
   wait_until 10 eval "! pid_alive $child"
+  wait_until 10 eval "! pid_alive $grandchild"
   # ...until it has expired and the takeover grace (2s) has passed.
   wait_until 20 eval "ml acquire $name --process $HOST:1 >/dev/null 2>&1"
   read_doc "$name"
@@ -85,7 +90,9 @@ term_to_mongolock_and_command_at_once() {
   pid=$BG_PID
   wait_file 10 "$T/pid"
   child=$(cat "$T/pid")
-  kill -TERM "$pid" "-$child" # mongolock, and the command's process group
+  local group
+  group=$(ps -o pgid= -p "$child" | tr -d ' ')
+  kill -TERM "$pid" "-$group" # mongolock, and the command's process group
   wait_file 10 "$T/got"
   assert_held_by "$name" "$HOST:$pid"
   touch "$T/go"
@@ -101,5 +108,6 @@ run_case "SIGUSR2 reaches the command; lock held until it exits" signal_reaches_
 run_case "SIGQUIT reaches the command; lock held until it exits" signal_reaches_command QUIT
 run_case "SIGTERM to a command that does not trap it: exit 143, lock released" untrapped_term_kills_command
 run_case "SIGTERM to mongolock and the command at once: exit = its status" term_to_mongolock_and_command_at_once
-run_case "SIGKILL to mongolock: command dies; lock free only after TTL + grace" sigkill_kills_command_and_lease_expires
+run_case "SIGKILL to mongolock: command and its children die; lock free only after TTL + grace" \
+  sigkill_kills_command_and_lease_expires
 finish
