@@ -14,9 +14,11 @@ namespace mongolock {
 using ServerTime = std::chrono::time_point<std::chrono::system_clock, Millis>;
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-// Maps this host's monotonic clock onto the server's wall clock. Built once from one observation of the
-// server's time (hello's localTime) and then advanced with std::chrono::steady_clock, which wall-clock
-// steps on this host (NTP, a wrong date, libfaketime offsets) do not move.
+// Maps this host's monotonic clock onto the server's wall clock. Built from one observation of the
+// server's time (hello's localTime; MongoStore takes a new one when the driver's periodic server check
+// brings a newer hello) and then advanced with std::chrono::steady_clock, which wall-clock
+// steps on this host (NTP, a wrong date) do not move. (libfaketime fakes the monotonic clock too unless
+// FAKETIME_DONT_FAKE_MONOTONIC=1; the clock-skew tests set it, as a real skewed host would behave.)
 class ServerClock {
 public:
   // `server_time` is the localTime of a hello reply that arrived at local monotonic time `received_at`
