@@ -87,16 +87,29 @@ int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcom
   return global.conflict_exit_code;
 }
 
-// The document `which` would select among the lock's documents (plain or slots), for a release or renew
-// that did not match the plain name: semaphore slots live under "NAME#K".
-std::optional<LockRecord> find_slot(Locker& locker, const LockSelector& which) {
-  for (auto& lock : locker.holders(which.program)) {
+// Which lock `release`/`renew` act on: by --token when given (checked), else by holder (--process, or
+// the calling shell).
+LockSelector holder_selector(const std::string& name, const std::optional<std::string>& token,
+                             const std::optional<std::string>& process) {
+  validate_token(token);
+  return LockSelector{
+      .program = name, .token = token, .process = token ? std::optional<std::string>() : caller_identity(process)};
+}
+
+// Runs `attempt` on the plain name; when that `matched` nothing, on the semaphore slot ("NAME#K") that
+// the same token or holder has, if any (updating which.program). Returns the last attempt's result.
+template <typename Attempt, typename Matched>
+auto on_name_or_slot(Locker& locker, LockSelector& which, const Attempt& attempt, const Matched& matched) {
+  auto result = attempt(which);
+  if (matched(result)) return result;
+  for (const auto& lock : locker.holders(which.program)) {
     if (lock.program == which.program) continue; // the plain name was tried already
     if ((which.token && lock.token == *which.token) || (which.process && lock.process == *which.process)) {
-      return lock;
+      which.program = lock.program;
+      return attempt(which);
     }
   }
-  return std::nullopt;
+  return result;
 }
 
 // Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65.
@@ -219,18 +232,12 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
 
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log) {
   validate_lock_name(options.name);
-  validate_token(options.token);
-  const auto process = options.token ? std::optional<std::string>() : caller_identity(options.process);
+  auto which = holder_selector(options.name, options.token, options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  LockSelector which{.program = options.name, .token = options.token, .process = process};
-  auto outcome = locker.release(which);
-  if (outcome.kind == ReleaseOutcome::not_holder) {
-    if (const auto slot = find_slot(locker, which)) {
-      which.program = slot->program;
-      outcome = locker.release(which);
-    }
-  }
+  const auto outcome = on_name_or_slot(
+      locker, which, [&](const LockSelector& w) { return locker.release(w); },
+      [](const ReleaseOutcome& o) { return o.kind != ReleaseOutcome::not_holder; });
   switch (outcome.kind) {
   case ReleaseOutcome::released:
     log.debugf("released lock '{}'", which.program);
@@ -242,24 +249,18 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
   case ReleaseOutcome::not_holder:
     break;
   }
-  refuse_not_holder(locker, options.name, options.token ? "the given token" : *process, "released");
+  refuse_not_holder(locker, options.name, options.token ? "the given token" : *which.process, "released");
 }
 
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log) {
   validate_lock_name(options.name);
   validate_ttl(options.ttl);
-  validate_token(options.token);
-  const auto process = options.token ? std::optional<std::string>() : caller_identity(options.process);
+  auto which = holder_selector(options.name, options.token, options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  LockSelector which{.program = options.name, .token = options.token, .process = process};
-  auto expires = locker.renew(which, options.ttl);
-  if (!expires) {
-    if (const auto slot = find_slot(locker, which)) {
-      which.program = slot->program;
-      expires = locker.renew(which, options.ttl);
-    }
-  }
+  const auto expires = on_name_or_slot(
+      locker, which, [&](const LockSelector& w) { return locker.renew(w, options.ttl); },
+      [](const std::optional<ServerTime>& e) { return e.has_value(); });
   if (!expires) {
     const auto holders = locker.holders(options.name);
     const auto now = store.clock().now();
@@ -268,7 +269,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
                                                  "cannot be renewed: acquire it again)",
                                                  options.name, format_duration(now - holders.front().expires_at)));
     }
-    refuse_not_holder(locker, options.name, options.token ? "the given token" : *process, "renewed");
+    refuse_not_holder(locker, options.name, options.token ? "the given token" : *which.process, "renewed");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
   return k_exit_ok;
