@@ -131,31 +131,9 @@ auto on_name_or_slot(Locker& locker, LockSelector& which, const Attempt& attempt
 // Sleeps between attempts of `run --wait`, waking early when a forwarded signal arrives (it is raised
 // again, stays pending while blocked, and is handled after the wait). Returns false on a signal.
 bool sleep_unless_signalled(Millis pause) {
-  sigset_t forwarded;
-  sigemptyset(&forwarded);
-  for (const int s : forwarded_signals())
-    sigaddset(&forwarded, s);
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(pause).count();
-  const timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-  siginfo_t info;
-  const int signo = sigtimedwait(&forwarded, &info, &timeout);
-  if (signo > 0) {
-    raise(signo); // keep it pending for pending_signal(); it is blocked, so nothing happens yet
-    return false;
-  }
-  return true;
-}
-
-// A terminating signal that arrived while the lock was being acquired, if any (consumed).
-std::optional<int> pending_signal() {
-  sigset_t forwarded;
-  sigemptyset(&forwarded);
-  for (const int s : forwarded_signals())
-    sigaddset(&forwarded, s);
-  const timespec zero{0, 0};
-  siginfo_t info;
-  const int signo = sigtimedwait(&forwarded, &info, &zero);
-  return signo > 0 ? std::optional(signo) : std::nullopt;
+  const auto signo = take_forwarded_signal(pause);
+  if (signo) raise(*signo);
+  return !signo;
 }
 
 std::string command_name(const std::string& path) {
@@ -309,7 +287,7 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     log.debugf("acquired lock '{}' as {} until {}", lock.program, lock.process, format_time(lock.expires_at));
   }
 
-  if (const auto signo = pending_signal()) {
+  if (const auto signo = take_forwarded_signal(Millis(0))) {
     log.info(fmt::format("received SIG{} before the command started{}", sigabbrev_np(*signo),
                          locks.empty() ? "" : "; releasing the lock"));
     release_after_run(locker, locks, log);

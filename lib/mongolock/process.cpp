@@ -20,6 +20,21 @@ const std::vector<int>& forwarded_signals() {
   return signals;
 }
 
+std::optional<int> take_forwarded_signal(std::chrono::milliseconds timeout) {
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  for (const int s : forwarded_signals())
+    sigaddset(&forwarded, s);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+  const timespec limit{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  siginfo_t info;
+  int signo;
+  do {
+    signo = sigtimedwait(&forwarded, &info, &limit);
+  } while (signo < 0 && errno == EINTR);
+  return signo > 0 ? std::optional(signo) : std::nullopt;
+}
+
 SignalBlock::SignalBlock() {
   sigemptyset(&m_blocked);
   for (const int s : forwarded_signals())

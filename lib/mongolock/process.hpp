@@ -2,6 +2,7 @@
 // terminal. POSIX and Linux calls stay in process.cpp.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <signal.h>
 #include <string>
@@ -13,6 +14,10 @@ namespace mongolock {
 
 // The signals `run` forwards to its command: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2.
 [[nodiscard]] const std::vector<int>& forwarded_signals();
+
+// Waits up to `timeout` for one of the forwarded signals (blocked, see SignalBlock) and takes it:
+// returns its number, or nullopt when none came. Millis(0) only checks what is pending.
+[[nodiscard]] std::optional<int> take_forwarded_signal(std::chrono::milliseconds timeout);
 
 // Blocks the forwarded signals plus SIGCHLD, SIGTTOU and SIGTTIN in the calling thread (threads started
 // later inherit the mask), so they are read from a signalfd instead of acting. Restores the previous mask
