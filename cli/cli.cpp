@@ -135,12 +135,16 @@ TakeOptions take_options(const TakeTexts& texts) {
 }
 
 void add_take_options(CLI::App* cmd, TakeTexts& texts) {
-  add_option(cmd, "-w,--wait", texts.wait, "Keep trying this long while the lock is held (DUR or 'forever')");
+  add_option(cmd, "-w,--wait", texts.wait, "Keep trying this long while the lock is held (DUR or 'forever')")
+      ->type_name("DUR");
   add_option(cmd, "--min-hold", texts.min_hold,
-             "Keep the lock at least this long after acquiring it, even when released sooner");
+             "Keep the lock at least this long after acquiring it, even when released sooner")
+      ->type_name("DUR");
   // No environment variable: MONGOLOCK_FENCE is what run exports to its command.
   cmd->add_flag("--fence", texts.fence, "Allocate a fencing token (only ever grows per name)");
-  add_option(cmd, "--slots", texts.slots, "Semaphore: up to N holders share the name")->capture_default_str();
+  add_option(cmd, "--slots", texts.slots, "Semaphore: up to N holders share the name")
+      ->capture_default_str()
+      ->type_name("N");
 }
 
 // The URI given with --uri (or MONGOLOCK_URI), found before parsing so that even a parse error cannot
@@ -255,18 +259,26 @@ int run_cli(std::vector<std::string> args, Log& log) {
   GlobalTexts texts;
   bool verbose = false;
   bool quiet = false;
-  add_option(&app, "--uri", global.store.uri, "MongoDB connection string")->capture_default_str();
+  add_option(&app, "--uri", global.store.uri, "MongoDB connection string")->capture_default_str()->type_name("URI");
   add_option(&app, "--uri-file", texts.uri_file,
-             "Read the connection string from this file (keeps passwords out of ps)");
-  add_option(&app, "--db", global.store.database, "Database of the locks collection")->capture_default_str();
-  add_option(&app, "--collection", global.store.collection, "Collection of the lock documents")->capture_default_str();
+             "Read the connection string from this file (keeps passwords out of ps)")
+      ->type_name("PATH");
+  add_option(&app, "--db", global.store.database, "Database of the locks collection")
+      ->capture_default_str()
+      ->type_name("NAME");
+  add_option(&app, "--collection", global.store.collection, "Collection of the lock documents")
+      ->capture_default_str()
+      ->type_name("NAME");
   add_option(&app, "--connect-timeout", texts.connect_timeout, "Bound on connecting and server selection")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("DUR");
   add_option(&app, "--grace", texts.grace, "Takeover grace: purge an expired lock only this long after it expired")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("DUR");
   add_option(&app, "-E,--conflict-exit-code", global.conflict_exit_code, "Exit code when the lock is held")
       ->check(CLI::Range(0, 255))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("N");
   // MONGOLOCK_VERBOSE / MONGOLOCK_QUIET and the precedence between -v and -q are handled after parsing
   // (verbosity()): CLI11 would count "0" as given, and its excludes() would not follow the precedence.
   app.add_flag("-v,--verbose", verbose, "Log each step with timings on stderr (MONGOLOCK_VERBOSE)");
@@ -276,7 +288,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
   TakeTexts acquire_texts;
   auto* acquire_cmd = app.add_subcommand("acquire", "Take a lock and print its token (nothing renews it)");
   acquire_cmd->add_option("NAME", acquire.name, "Lock name")->required();
-  add_option(acquire_cmd, "--ttl", acquire_texts.ttl, "Lease length (default 10m)");
+  add_option(acquire_cmd, "--ttl", acquire_texts.ttl, "Lease length (default 10m)")->type_name("DUR");
   acquire_cmd->add_option("--process", acquire.process, "Holder identity (default: host:pid of the calling shell)");
   add_take_options(acquire_cmd, acquire_texts);
 
@@ -290,7 +302,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
   Text renew_ttl;
   auto* renew_cmd = app.add_subcommand("renew", "Extend a lock taken with acquire to now + TTL");
   renew_cmd->add_option("NAME", renew.name, "Lock name")->required();
-  add_option(renew_cmd, "--ttl", renew_ttl, "New lease length from now (default 10m)");
+  add_option(renew_cmd, "--ttl", renew_ttl, "New lease length from now (default 10m)")->type_name("DUR");
   renew_cmd->add_option("--token", renew.token, "Renew the acquisition with this token");
   renew_cmd->add_option("--process", renew.process, "Renew the lock held by this holder (host:pid)");
 
@@ -300,18 +312,23 @@ int run_cli(std::vector<std::string> args, Log& log) {
   auto* run_cmd =
       app.add_subcommand("run", "Run a command holding the locks: mongolock run NAME [NAME...] -- CMD [ARGS...]");
   run_cmd->add_option("NAME", run.names, "Lock names (all or none)")->required();
-  add_option(run_cmd, "--ttl", run_take.ttl, "Lease length (default 30s)");
-  add_option(run_cmd, "--renew-interval", run_texts.renew_interval, "Time between renewals (default TTL/3)");
+  add_option(run_cmd, "--ttl", run_take.ttl, "Lease length (default 30s)")->type_name("DUR");
+  add_option(run_cmd, "--renew-interval", run_texts.renew_interval, "Time between renewals (default TTL/3)")
+      ->type_name("DUR");
   add_option(run_cmd, "--renew-deadline", run_texts.renew_deadline,
-             "The lease is lost when no renewal succeeded this long (default 2/3 TTL)");
+             "The lease is lost when no renewal succeeded this long (default 2/3 TTL)")
+      ->type_name("DUR");
   add_option(run_cmd, "--kill-grace", run_texts.kill_grace,
-             "After a lost lease: SIGTERM to SIGKILL (default min(5s, what --ttl allows))");
+             "After a lost lease: SIGTERM to SIGKILL (default min(5s, what --ttl allows))")
+      ->type_name("DUR");
   add_option(run_cmd, "--on-lost", run_texts.on_lost, "What a lost lease does to the command: term, kill or ignore")
       ->check(CLI::IsMember({"term", "kill", "ignore"}))
-      ->capture_default_str();
-  add_option(run_cmd, "--timeout", run_texts.timeout, "Stop the command after this long (exit 124)");
+      ->capture_default_str()
+      ->type_name("ACTION");
+  add_option(run_cmd, "--timeout", run_texts.timeout, "Stop the command after this long (exit 124)")->type_name("DUR");
   add_option(run_cmd, "--kill-after", run_texts.kill_after, "After --timeout: SIGTERM to SIGKILL")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("DUR");
   add_take_options(run_cmd, run_take);
 
   StatusOptions status;
