@@ -35,6 +35,8 @@ public:
   [[nodiscard]] ServerTime now() const { return at(std::chrono::steady_clock::now()); }
   // How far the server's clock is ahead of this host's wall clock (negative: behind), now.
   [[nodiscard]] Millis offset_from_local_wall_clock() const;
+  // The local monotonic time of the observation.
+  [[nodiscard]] SteadyTime anchor() const { return m_anchor; }
   // The round trip of the observation; the estimate is good to about half of it.
   [[nodiscard]] Millis round_trip() const { return m_round_trip; }
 

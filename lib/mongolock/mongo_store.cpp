@@ -394,12 +394,20 @@ void MongoStore::Impl::refresh_clock() {
                   received);
     clock_hello_time = 0;
   } else {
-    clock.emplace(from_bson_date(local_time), round_trip, selected);
+    // The hello may be older than this call (a server check made inside an earlier operation): anchor it
+    // at the time the driver processed it, on the same monotonic clock (CLOCK_MONOTONIC, microseconds),
+    // not at "now", or the server's time would be read as earlier than it is.
+    auto received = selected;
+    const auto updated = SteadyTime(std::chrono::duration_cast<SteadyTime::duration>(
+        std::chrono::microseconds(mongoc_server_description_last_update_time(server.get()))));
+    if (updated <= selected && updated > selected - std::chrono::hours(1)) received = updated;
+    clock.emplace(from_bson_date(local_time), round_trip, received);
     clock_hello_time = local_time;
   }
-  log.debugf("server {} selected; server clock {} ({} from this host's clock, round trip {})",
+  log.debugf("server {} selected; server clock {} ({} from this host's clock, round trip {}, hello {} old)",
              mongoc_server_description_host(server.get())->host_and_port, format_time(clock->now()),
-             format_duration(clock->offset_from_local_wall_clock()), format_duration(clock->round_trip()));
+             format_duration(clock->offset_from_local_wall_clock()), format_duration(clock->round_trip()),
+             format_duration(std::chrono::duration_cast<Millis>(selected - clock->anchor())));
 }
 
 const ServerClock& MongoStore::clock() {
