@@ -141,34 +141,36 @@ std::string command_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// How giving back a run's locks went: every one released (or kept for its minimum hold), one found gone
+// (its lease was lost), or one could not be released (server error; it expires on its own).
+enum class RunRelease { released, gone, failed };
+
 // Releases the locks a run holds; failures are reported, never thrown (the command has already ended).
-// Returns false when a lock could not be released.
-bool release_after_run(Locker& locker, const std::vector<LockRecord>& locks, const Log& log, bool lease_lost = false) {
-  bool all = true;
+// `lease_lost`: the run already reported the loss, so a lock found gone is expected.
+RunRelease release_after_run(Locker& locker, const std::vector<LockRecord>& locks, const Log& log,
+                             bool lease_lost = false) {
+  auto result = RunRelease::released;
   for (const auto& lock : locks) {
     try {
       const auto outcome = locker.release(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token});
       if (outcome.kind == ReleaseOutcome::released) {
         log.debugf("released lock '{}'", lock.program);
-        continue;
-      }
-      if (outcome.kind == ReleaseOutcome::min_hold) {
+      } else if (outcome.kind == ReleaseOutcome::min_hold) {
         log.info(
             fmt::format("lock '{}' stays held until {} (--min-hold)", lock.program, format_time(outcome.hold_until)));
-        continue;
-      }
-      if (lease_lost) {
+      } else if (lease_lost) {
         log.debugf("lock '{}' was gone already (its lease was lost)", lock.program);
       } else {
         log.error(fmt::format("lock '{}' was no longer held when the command ended: the lease was lost", lock.program));
+        if (result == RunRelease::released) result = RunRelease::gone;
       }
     } catch (const Error& e) {
       log.error(fmt::format("could not release lock '{}' ({}); it stays held until it expires at {}", lock.program,
                             e.what(), format_time(lock.expires_at)));
+      result = RunRelease::failed;
     }
-    all = false;
   }
-  return all;
+  return result;
 }
 
 template <typename F> std::string join(const std::vector<LockRecord>& locks, F field) {
@@ -322,9 +324,12 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     release_after_run(locker, locks, log, /*lease_lost=*/true);
     return policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
   }
-  const bool released = release_after_run(locker, locks, log);
+  const auto released = release_after_run(locker, locks, log);
   if (result.timed_out) return k_exit_timeout;
-  if (!released && result.command_status == 0) return k_exit_lease_lost;
+  // A command that succeeded is not reported as a success when its lock was not held to the end (76) or
+  // could not be given back (69); a failing command's own status says more.
+  if (result.command_status == 0 && released == RunRelease::gone) return k_exit_lease_lost;
+  if (result.command_status == 0 && released == RunRelease::failed) return k_exit_unavailable;
   return result.command_status;
 }
 

@@ -159,6 +159,22 @@ server_gone_on_lost_ignore() {
   [[ -e $T/done ]] || fail "the command did not run to its end"
 }
 
+# The server goes away after the command has done its work but before the lock is given back: a
+# command that succeeded must not be reported as a success (69), a failing one keeps its status.
+server_gone_before_release() {
+  local status=$1 expected=$2 name pid
+  name=$(lock_name)
+  start_private_server
+  start_bg run "$MONGOLOCK_BIN" --uri "$SERVER_URI" --connect-timeout 1s run "$name" --ttl 30s -- \
+    sh -c 'touch "$1/started"; while [ ! -e "$1/go" ]; do sleep 0.05; done; exit "$2"' _ "$T" "$status"
+  pid=$BG_PID
+  wait_file 10 "$T/started"
+  crash_private_server
+  touch "$T/go"
+  expect_bg_exit "$expected" "$pid" run 30
+  assert_contains "$T/run.err" "could not release lock '$name'"
+}
+
 run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
 run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
 run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
@@ -169,4 +185,6 @@ run_case "server crashes, command ignores SIGTERM, --kill-grace 300ms: exit 76" 
 run_case "server hangs: command stopped with SIGTERM, exit 76 within TTL + grace" server_gone hang exit
 run_case "server hangs, command ignores SIGTERM: SIGKILL after the kill grace, exit 76" server_gone hang ignore
 run_case "server gone, --on-lost ignore: the command runs to its end" server_gone_on_lost_ignore
+run_case "server gone before the release: a command that succeeded gives 69" server_gone_before_release 0 69
+run_case "server gone before the release: a failing command keeps its status" server_gone_before_release 3 3
 finish
