@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -49,10 +52,10 @@ SignalBlock::~SignalBlock() { pthread_sigmask(SIG_SETMASK, &m_previous, nullptr)
 
 namespace {
 
-// The controlling terminal's fd when this process is in its foreground process group, else -1.
-int foreground_terminal() {
+// An fd of this process's controlling terminal (stdin, stdout or stderr), or -1.
+int controlling_terminal() {
   for (const int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
-    if (isatty(fd) && tcgetpgrp(fd) == getpgrp()) return fd;
+    if (isatty(fd) && tcgetpgrp(fd) >= 0) return fd;
   }
   return -1;
 }
@@ -82,24 +85,102 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return out;
 }
 
+// True while process `pid` is stopped (state T in /proc/PID/stat).
+bool is_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const auto n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')'); // the name may contain spaces and parentheses
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+// The children of `parent` that are not zombies, from /proc/*/stat.
+std::vector<pid_t> live_children(pid_t parent) {
+  std::vector<pid_t> children;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return children;
+  while (const dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    const auto n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    const char* paren = std::strrchr(buf, ')');
+    char state = 0;
+    long ppid = 0;
+    if (paren != nullptr && std::sscanf(paren + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent && state != 'Z') {
+      children.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  closedir(proc);
+  return children;
+}
+
+// Kills every descendant of the guardian, wherever it went (own session, own group), and exits. Each
+// round kills the guardian's children; their own children, orphaned, are reparented to the guardian (a
+// subreaper) and go in the next round, until none is left.
+[[noreturn]] void kill_descendants_and_exit(pid_t guardian) {
+  for (;;) {
+    for (const pid_t child : live_children(guardian))
+      kill(child, SIGKILL);
+    int status = 0;
+    while (waitpid(-1, &status, WNOHANG) > 0) {}
+    if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) break;
+    usleep(2000);
+  }
+  _exit(128 + SIGKILL);
+}
+
+// Exits the way the command ended: its exit status, or the same signal (without a second core dump).
+[[noreturn]] void exit_like(pid_t guardian, int status) {
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  const int sig = WTERMSIG(status);
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  signal(sig, SIG_DFL);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  kill(guardian, sig);
+  _exit(128 + sig);
+}
+
 // The guardian: the first process of the command's process group, between mongolock and the command.
-// PR_SET_PDEATHSIG reaches only a direct child, so a mongolock killed outright (SIGKILL) could leave the
-// command's own children running after the lease runs out. The guardian gets `death_signal` when
-// mongolock dies and then kills the whole group; otherwise it waits for the command and exits the way it
-// did (same status, or the same signal), so mongolock sees the command's own status. The command gets
-// SIGKILL if the guardian dies. Runs in the forked child only; never returns.
+// - It is a child subreaper: processes the command leaves behind become its children, and it exits only
+//   when the command and all of them have ended, with the command's status (or dying of the same signal).
+//   So the lock is held until nothing of the job runs.
+// - On `kill_signal` (mongolock's PR_SET_PDEATHSIG, or mongolock asking: Child::kill_job()) it kills every
+//   descendant, including those that left the process group, and exits.
+// - When the command stops (Ctrl-Z, SIGTTIN), it stops too, so that mongolock sees the job stop.
+// Runs in the forked child only; never returns.
 template <typename Exec>
-[[noreturn]] void run_guardian(pid_t mongolock, int death_signal, int exec_pipe, const Exec& exec) {
+[[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, const Exec& exec) {
   sigset_t waited;
   sigemptyset(&waited);
   sigaddset(&waited, SIGCHLD);
-  sigaddset(&waited, death_signal);
+  sigaddset(&waited, kill_signal);
   sigprocmask(SIG_BLOCK, &waited, nullptr); // the forwarded signals stay blocked too: they are for the command
-  prctl(PR_SET_PDEATHSIG, death_signal);
+  prctl(PR_SET_PDEATHSIG, kill_signal);
   if (getppid() != mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t guardian = getpid();
   const pid_t command = fork();
   if (command == 0) {
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != guardian) _exit(128 + SIGKILL);
     exec();
@@ -109,28 +190,30 @@ template <typename Exec>
   }
   close(exec_pipe); // mongolock sees end-of-file once the command has exec'd (the pipe is close-on-exec)
   if (command < 0) _exit(126);
+  bool command_done = false;
+  int command_status = 0;
   for (;;) {
     siginfo_t info;
     const int signo = sigwaitinfo(&waited, &info);
-    if (signo == death_signal) {
-      kill(-guardian, SIGKILL); // mongolock is gone: nothing may run on without its lease
-      _exit(128 + SIGKILL);
+    sigset_t pending;
+    sigpending(&pending);
+    // The kill request comes first, even when a child's report (SIGCHLD, a lower number) is also pending.
+    if (signo == kill_signal || sigismember(&pending, kill_signal)) kill_descendants_and_exit(guardian);
+    for (;;) {
+      int status = 0;
+      const pid_t done = waitpid(-1, &status, WNOHANG | WUNTRACED);
+      if (done > 0) {
+        // The command stopped and still is (not a stale report from before a SIGCONT): stop too.
+        if (WIFSTOPPED(status) && done == command && is_stopped(command)) raise(SIGSTOP);
+        if (done == command && !WIFSTOPPED(status)) {
+          command_done = true;
+          command_status = status;
+        }
+        continue;
+      }
+      if (done < 0 && errno == ECHILD && command_done) exit_like(guardian, command_status);
+      break;
     }
-    int status = 0;
-    const pid_t done = waitpid(command, &status, WNOHANG);
-    if (done != command) continue;
-    if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
-    // Die of the same signal, without a second core dump.
-    const int sig = WTERMSIG(status);
-    const rlimit no_core{0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    signal(sig, SIG_DFL);
-    sigset_t only;
-    sigemptyset(&only);
-    sigaddset(&only, sig);
-    sigprocmask(SIG_UNBLOCK, &only, nullptr);
-    kill(guardian, sig);
-    _exit(128 + sig);
   }
 }
 
@@ -142,7 +225,8 @@ Child Child::spawn(const ChildSpec& spec) {
   auto env_strings = child_environment(spec);
   const auto argv = c_strings(argv_strings);
   const auto envp = c_strings(env_strings);
-  const int tty = foreground_terminal();
+  const int terminal = controlling_terminal();
+  const int tty = terminal >= 0 && tcgetpgrp(terminal) == getpgrp() ? terminal : -1; // we are in the foreground
   const pid_t parent = getpid();
   const int death_signal = SIGRTMIN; // a function call in glibc: not after fork
 
@@ -175,7 +259,7 @@ Child Child::spawn(const ChildSpec& spec) {
     n = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
   } while (n < 0 && errno == EINTR);
   close(exec_pipe[0]);
-  Child child(pid, tty);
+  Child child(pid, terminal, death_signal);
   if (n <= 0) return child; // the pipe closed on exec: the command runs
 
   // exec failed: reap the child, hand back the terminal, and report why.
@@ -188,7 +272,8 @@ Child Child::spawn(const ChildSpec& spec) {
   throw Error(k_exit_cannot_execute, fmt::format("cannot execute '{}': {}", name, std::strerror(exec_errno)));
 }
 
-Child::Child(Child&& other) noexcept : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_reaped(other.m_reaped) {
+Child::Child(Child&& other) noexcept
+    : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_kill_signal(other.m_kill_signal), m_reaped(other.m_reaped) {
   other.m_pid = -1;
   other.m_tty_fd = -1;
   other.m_reaped = true;
@@ -196,44 +281,58 @@ Child::Child(Child&& other) noexcept : m_pid(other.m_pid), m_tty_fd(other.m_tty_
 
 Child::~Child() {
   if (m_pid > 0 && !m_reaped) {
-    // Never leave a command unsupervised: a Child destroyed while running is killed and reaped.
-    signal(SIGKILL);
+    kill_job();
     int status = 0;
     while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {}
   }
   take_back_terminal();
 }
 
+void Child::give_terminal() const {
+  if (m_tty_fd >= 0 && tcgetpgrp(m_tty_fd) == getpgrp()) tcsetpgrp(m_tty_fd, m_pid);
+}
+
 void Child::take_back_terminal() const {
-  if (m_tty_fd >= 0) tcsetpgrp(m_tty_fd, getpgrp());
+  if (m_tty_fd >= 0 && tcgetpgrp(m_tty_fd) == m_pid) tcsetpgrp(m_tty_fd, getpgrp());
 }
 
 bool Child::signal(int signo) const {
   if (m_pid <= 0 || m_reaped) return false;
-  return kill(-m_pid, signo) == 0 || kill(m_pid, signo) == 0;
+  const bool sent = kill(-m_pid, signo) == 0;
+  if (signo == SIGTERM || signo == SIGINT || signo == SIGHUP || signo == SIGQUIT) kill(-m_pid, SIGCONT);
+  return sent;
 }
 
-std::optional<int> Child::try_wait() {
-  if (m_reaped) return std::nullopt;
+void Child::kill_job() const {
+  if (m_pid <= 0 || m_reaped) return;
+  kill(m_pid, m_kill_signal);
+  kill(m_pid, SIGCONT); // a stopped guardian must run to do it
+}
+
+Child::WaitResult Child::try_wait() {
+  if (m_reaped) return {WaitResult::exited, 0};
   int status = 0;
   pid_t r;
   do {
     r = waitpid(m_pid, &status, WNOHANG | WUNTRACED);
   } while (r < 0 && errno == EINTR);
-  if (r <= 0) return std::nullopt;
-  if (WIFSTOPPED(status)) {
-    // Job control: the command was stopped (Ctrl-Z). Stop ourselves too so the shell sees the job stop;
-    // when continued, give the terminal back and continue the command.
-    take_back_terminal();
-    kill(getpid(), SIGSTOP);
-    if (m_tty_fd >= 0) tcsetpgrp(m_tty_fd, m_pid);
-    signal(SIGCONT);
-    return std::nullopt;
-  }
+  if (r <= 0) return {WaitResult::running, 0};
+  if (WIFSTOPPED(status)) return {WaitResult::stopped, 0};
   m_reaped = true;
   take_back_terminal();
-  if (WIFSIGNALED(status)) return exit_code_for_signal(WTERMSIG(status));
-  return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return {WaitResult::exited, exit_code_for_signal(WTERMSIG(status))};
+  return {WaitResult::exited, WEXITSTATUS(status)};
+}
+
+void Child::suspend() {
+  kill(-m_pid, SIGSTOP);
+  take_back_terminal();
+  raise(SIGTSTP); // stops here (default action) until the shell continues us
+}
+
+void Child::resume() {
+  give_terminal();
+  kill(-m_pid, SIGCONT);
 }
 
 } // namespace mongolock

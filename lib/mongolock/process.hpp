@@ -43,11 +43,12 @@ struct ChildSpec {
   sigset_t signal_mask{};                               // the mask the command starts with
 };
 
-// A started command, in its own process group (so a stop reaches everything it started). The process
-// mongolock starts is a small guardian that leads the group, starts the command in it, and exits as the
-// command does; if mongolock is killed outright, the guardian (PR_SET_PDEATHSIG) kills the whole group,
-// the command's own children included. When mongolock owns the terminal's foreground, the command's group
-// gets it, and gives it back on destruction. pid() is the guardian's, which is also the group id.
+// A started command. The process mongolock starts is a guardian that leads a new process group, starts
+// the command in it and waits as a child subreaper: it exits only when the command and every process the
+// command left behind have ended, with the command's status (or dying of the same signal), so the lock
+// is held until nothing of the job runs. If mongolock dies (PR_SET_PDEATHSIG) or calls kill_job(), the
+// guardian kills every descendant, also those that left the process group. When mongolock owns the
+// terminal's foreground, the job's group gets it while it runs.
 class Child {
 public:
   // Starts the command. Throws Error with exit 127 when it is not found, 126 when it cannot be executed
@@ -56,24 +57,42 @@ public:
 
   Child(Child&& other) noexcept;
   Child& operator=(Child&&) = delete;
+  // Kills the job (kill_job()) if it still runs, and reaps it: nothing is left unsupervised.
   ~Child();
 
+  // The guardian's pid, which is also the job's process group id.
   [[nodiscard]] pid_t pid() const { return m_pid; }
 
-  // Sends `signo` to the command's process group. Returns false when it no longer exists.
+  // Sends `signo` to the job's process group; after a terminating signal (INT, TERM, HUP, QUIT) also
+  // SIGCONT, so that a stopped job acts on it. Returns false when the group no longer exists.
   bool signal(int signo) const;
 
-  // Reaps the command if it has ended: returns its exit code (its status, or 128+N when killed by signal
-  // N). When it was stopped (SIGTSTP etc.), stops mongolock likewise, and continues both on SIGCONT.
-  // Returns nullopt while it still runs.
-  [[nodiscard]] std::optional<int> try_wait();
+  // Kills the whole job at once: the guardian SIGKILLs every descendant and exits 137.
+  void kill_job() const;
+
+  struct WaitResult {
+    enum State { running, stopped, exited } state = running;
+    int exit_code = 0; // exited: the command's status, or 128+N when it was killed by signal N
+  };
+  // Reaps the job if it has ended; reports a stop (the guardian stops when the command does).
+  [[nodiscard]] WaitResult try_wait();
+
+  // Job control, after try_wait() reported a stop: stops the whole job (SIGSTOP to the group, so a command
+  // that ignores SIGTSTP stops too), takes the terminal back and stops mongolock with SIGTSTP, so the shell
+  // sees the job stop. Returns when mongolock is continued.
+  void suspend();
+  // After suspend(): gives the terminal to the job if mongolock is in the foreground again (fg, not bg),
+  // and continues the job.
+  void resume();
 
 private:
-  explicit Child(pid_t pid, int tty_fd) : m_pid(pid), m_tty_fd(tty_fd) {}
+  Child(pid_t pid, int tty_fd, int kill_signal) : m_pid(pid), m_tty_fd(tty_fd), m_kill_signal(kill_signal) {}
+  void give_terminal() const;
   void take_back_terminal() const;
 
   pid_t m_pid = -1;
-  int m_tty_fd = -1; // the terminal handed to the command, or -1
+  int m_tty_fd = -1;     // mongolock's controlling terminal, or -1
+  int m_kill_signal = 0; // the signal that makes the guardian kill the job (also its PDEATHSIG)
   bool m_reaped = false;
 };
 

@@ -202,9 +202,26 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
   };
 
   for (;;) {
-    if (const auto status = child.try_wait()) {
-      outcome.command_status = *status;
+    const auto state = child.try_wait();
+    if (state.state == Child::WaitResult::exited) {
+      outcome.command_status = state.exit_code;
       break;
+    }
+    if (state.state == Child::WaitResult::stopped) {
+      // Job control (Ctrl-Z, or a background job reading the terminal): the whole job is stopped before
+      // mongolock stops, so nothing of it runs while nothing renews the lease. Continued after the lease
+      // deadline, the job is killed, never continued: another holder may already be running.
+      log.debugf("the job stopped; stopping mongolock until it is continued (the lease is not renewed meanwhile)");
+      child.suspend();
+      if (!outcome.lease_lost && Clock::now() >= heartbeat.deadline() && policy.on_lost != OnLost::ignore) {
+        outcome.lease_lost = true;
+        heartbeat.give_up();
+        log.error(fmt::format("lease on {} lost while the job was stopped; killing it", names));
+        child.kill_job();
+      } else {
+        child.resume();
+      }
+      continue;
     }
     const auto now = Clock::now();
     if (!outcome.lease_lost) {
@@ -223,7 +240,7 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
           break;
         case OnLost::kill:
           log.error(fmt::format("lease on {} lost: {}; killing the command", names, reason));
-          child.signal(SIGKILL);
+          child.kill_job();
           break;
         case OnLost::ignore:
           log.error(fmt::format("lease on {} lost: {}; the command keeps running (--on-lost ignore) and may "
@@ -240,8 +257,8 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
       stop_command(policy.kill_after);
     }
     if (kill_at && now >= *kill_at) {
-      log.info("command still running after SIGTERM; sending SIGKILL");
-      child.signal(SIGKILL);
+      log.info("the job still runs after SIGTERM; sending SIGKILL to all of it");
+      child.kill_job();
       kill_at.reset();
     }
 

@@ -175,6 +175,23 @@ server_gone_before_release() {
   assert_contains "$T/run.err" "could not release lock '$name'"
 }
 
+# A lost lease stops the whole job, also a descendant that left the process group (setsid) and ignores
+# SIGTERM: mongolock exits 76 only when nothing of the job runs.
+lock_removed_kills_escaped_descendant() {
+  local name escaped
+  name=$(lock_name)
+  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 3s --kill-grace 300ms -- sh -c '
+    setsid sh -c "trap \"\" TERM; echo \$\$ >\"$1/escaped\"; while :; do sleep 0.1; done" &
+    while [ ! -s "$1/escaped" ]; do sleep 0.05; done
+    "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
+    while :; do sleep 0.1; done' _ "$T"
+  wait_file 10 "$T/escaped"
+  escaped=$(cat "$T/escaped")
+  expect_bg_exit 76 "$BG_PID" run 20
+  pid_alive "$escaped" && fail "the descendant that left the process group (pid $escaped) still runs"
+  assert_contains "$T/run.err" "lease on '$name' lost"
+}
+
 run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
 run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
 run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
@@ -185,6 +202,7 @@ run_case "server crashes, command ignores SIGTERM, --kill-grace 300ms: exit 76" 
 run_case "server hangs: command stopped with SIGTERM, exit 76 within TTL + grace" server_gone hang exit
 run_case "server hangs, command ignores SIGTERM: SIGKILL after the kill grace, exit 76" server_gone hang ignore
 run_case "server gone, --on-lost ignore: the command runs to its end" server_gone_on_lost_ignore
+run_case "lost lease: a descendant that left the group and ignores SIGTERM is killed" lock_removed_kills_escaped_descendant
 run_case "server gone before the release: a command that succeeded gives 69" server_gone_before_release 0 69
 run_case "server gone before the release: a failing command keeps its status" server_gone_before_release 3 3
 finish

@@ -152,6 +152,23 @@ back_to_back_runs() {
   assert_free "$name"
 }
 
+# A process the command leaves running keeps the job going: the lock stays held (and renewed) until it
+# has ended too, and only then does mongolock exit, with the command's own status.
+leftover_keeps_lock() {
+  local name pid leftover
+  name=$(lock_name)
+  start_bg run ml run "$name" --ttl 2s -- sh -c 'sleep 3.5 & echo $! >"$1/leftover"; exit 5' _ "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/leftover"
+  leftover=$(cat "$T/leftover")
+  sleep 2.5 # past the TTL: only renewals keep it
+  pid_alive "$pid" || fail_with "mongolock exited while the command's leftover still ran" stderr "$T/run.err"
+  assert_held_by "$name" "$HOST:$pid"
+  expect_bg_exit 5 "$pid" run 20
+  pid_alive "$leftover" && fail "the leftover still runs after mongolock exited"
+  assert_free "$name"
+}
+
 run_case "exit status passes through (0, 1, 7, 255)" exit_status_passes_through
 run_case "killed by signal N exits 128+N" signal_death_is_128_plus_n
 run_case "child gets MONGOLOCK_NAME/TOKEN/PROCESS (PROCESS = host:mongolock pid)" child_environment
@@ -163,4 +180,5 @@ run_case "missing command: 64" missing_command
 run_case "arguments are passed exactly, without a shell" arguments_passed_exactly
 run_case "stdin, stdout and stderr are the command's" stdio_passes_through
 run_case "back-to-back runs of one name all succeed" back_to_back_runs
+run_case "a process the command left running keeps the lock until it ends" leftover_keeps_lock
 finish
