@@ -1,33 +1,86 @@
 #include <mongolock/uri.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <vector>
 
 namespace mongolock {
 
 namespace {
 
-struct PasswordSpan {
+struct Span {
   std::size_t begin = 0;
-  std::size_t end = 0; // begin == end: no password
+  std::size_t end = 0;         // begin == end: nothing
+  bool key_value_list = false; // an option value like "KEY:VALUE,KEY:VALUE"
 };
 
-// Finds the password in scheme://user:password@hosts/...: the userinfo ends at the last '@' before the
-// query ('?') or fragment ('#'), so a password with an unescaped '@' or '/' is still covered. In a
-// malformed URI without "://" before that '@' ("alice:pw@host", "mongodb:/alice:pw@host"), the password
-// is what follows the last ':' before the '@'.
-PasswordSpan find_password(std::string_view uri) {
-  const auto limit = std::min(uri.find_first_of("?#"), uri.size());
-  const auto at = limit == 0 ? std::string_view::npos : uri.rfind('@', limit - 1);
-  if (at == std::string_view::npos) return {};
+// The last '@' in uri[from, to), or npos.
+std::size_t last_at(std::string_view uri, std::size_t from, std::size_t to) {
+  if (to <= from) return std::string_view::npos;
+  const auto at = uri.rfind('@', to - 1);
+  return at != std::string_view::npos && at >= from ? at : std::string_view::npos;
+}
+
+// Finds the password in scheme://user:password@hosts/...?options. Like libmongoc, the userinfo ends at
+// the last '@' before the first '/' after "://" (or, without a '/', before the options: '?' or '#'), so a
+// '?', '#' or '@' in the password is covered; when there is no '@' there (an unescaped '/' in the
+// password, which libmongoc refuses and we quote in the error), at the last '@' before the options. In a
+// malformed URI without "://" ("alice:pw@host", "mongodb:/alice:pw@host"), the password is what follows
+// the last ':' before the last '@'.
+Span find_password(std::string_view uri) {
   const auto scheme_end = uri.find("://");
-  if (scheme_end == std::string_view::npos || scheme_end > at) {
-    const auto colon = uri.rfind(':', at);
-    return colon == std::string_view::npos ? PasswordSpan{} : PasswordSpan{colon + 1, at};
+  if (scheme_end == std::string_view::npos) {
+    const auto at = last_at(uri, 0, uri.size());
+    const auto colon = at == std::string_view::npos ? at : uri.rfind(':', at);
+    return colon == std::string_view::npos ? Span{} : Span{colon + 1, at};
   }
   const auto start = scheme_end + 3;
+  const auto options = std::min(uri.find_first_of("?#", start), uri.size());
+  const auto slash = uri.find('/', start);
+  auto at = last_at(uri, start, slash == std::string_view::npos ? options : slash);
+  if (at == std::string_view::npos) at = last_at(uri, start, options);
+  if (at == std::string_view::npos) return {};
   const auto colon = uri.find(':', start);
   if (colon == std::string_view::npos || colon > at) return {}; // a user name, no password
   return {colon + 1, at};
+}
+
+// URI options whose values are secrets (matched without regard to case, as MongoDB does).
+constexpr std::string_view k_secret_options[] = {"tlscertificatekeyfilepassword", "sslclientcertificatekeypassword",
+                                                 "authmechanismproperties"};
+
+bool is_secret_option(std::string_view key) {
+  std::string lower(key);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return std::find(std::begin(k_secret_options), std::end(k_secret_options), lower) != std::end(k_secret_options);
+}
+
+// The values of secret options in the query (after the '?' that follows the hosts), as spans.
+std::vector<Span> find_secret_options(std::string_view uri, std::size_t after) {
+  std::vector<Span> spans;
+  const auto question = uri.find('?', after);
+  if (question == std::string_view::npos) return spans;
+  for (std::size_t pos = question + 1; pos < uri.size();) {
+    auto end = uri.find_first_of("&;", pos);
+    if (end == std::string_view::npos) end = uri.size();
+    const auto equals = uri.find('=', pos);
+    if (equals != std::string_view::npos && equals < end && is_secret_option(uri.substr(pos, equals - pos)) &&
+        equals + 1 < end) {
+      spans.push_back({equals + 1, end, true});
+    }
+    pos = end + 1;
+  }
+  return spans;
+}
+
+// Every secret span of `uri`, in order: the password, then secret option values.
+std::vector<Span> find_secrets(std::string_view uri) {
+  std::vector<Span> spans;
+  const auto password = find_password(uri);
+  if (password.begin != password.end) spans.push_back(password);
+  const auto options = find_secret_options(uri, password.end);
+  spans.insert(spans.end(), options.begin(), options.end());
+  return spans;
 }
 
 int hex_value(char c) {
@@ -60,9 +113,10 @@ void replace_all(std::string& text, std::string_view what, std::string_view with
 } // namespace
 
 std::string redact_uri(std::string_view uri) {
-  const auto span = find_password(uri);
   std::string out(uri);
-  if (span.begin != span.end) out.replace(span.begin, span.end - span.begin, "***");
+  const auto spans = find_secrets(uri);
+  for (auto it = spans.rbegin(); it != spans.rend(); ++it)
+    out.replace(it->begin, it->end - it->begin, "***");
   return out;
 }
 
@@ -72,11 +126,25 @@ std::string uri_password(std::string_view uri) {
 }
 
 std::string scrub_secrets(std::string message, std::string_view uri) {
-  const auto span = find_password(uri);
-  if (span.begin == span.end) return message;
+  const auto spans = find_secrets(uri);
+  if (spans.empty()) return message;
   replace_all(message, uri, redact_uri(uri));
-  replace_all(message, uri.substr(span.begin, span.end - span.begin), "***");
-  replace_all(message, uri_password(uri), "***");
+  for (const auto& span : spans) {
+    const auto raw = uri.substr(span.begin, span.end - span.begin);
+    replace_all(message, raw, "***");
+    const auto decoded = percent_decode(raw);
+    replace_all(message, decoded, "***");
+    // authMechanismProperties=KEY:VALUE,KEY:VALUE: each value is a secret of its own.
+    for (std::size_t pos = 0; span.key_value_list && pos < decoded.size();) {
+      auto end = decoded.find(',', pos);
+      if (end == std::string::npos) end = decoded.size();
+      const auto colon = decoded.find(':', pos);
+      if (colon != std::string::npos && colon < end && end - colon > 4) {
+        replace_all(message, std::string_view(decoded).substr(colon + 1, end - colon - 1), "***");
+      }
+      pos = end + 1;
+    }
+  }
   return message;
 }
 

@@ -175,4 +175,24 @@ TEST_CASE("Scrubbing leaves messages without secrets unchanged") {
   SUBCASE("empty URI") { CHECK(scrub_secrets("some message", "") == "some message"); }
 }
 
+TEST_CASE("A password with an unescaped '?' or '#' is hidden, as libmongoc reads it") {
+  std::string uri;
+  SUBCASE("question mark") { uri = "mongodb://alice:S3cr?et@127.0.0.1:27017/"; }
+  SUBCASE("hash") { uri = "mongodb://alice:S3cr#et@127.0.0.1:27017/"; }
+  CAPTURE(uri);
+  CHECK(redact_uri(uri) == "mongodb://alice:***@127.0.0.1:27017/");
+  CHECK(scrub_secrets("at " + uri + " with S3cr", uri).find("S3cr?et") == std::string::npos);
+}
+
+TEST_CASE("Secret URI options are hidden, others are kept") {
+  const std::string uri = "mongodb://h/?tls=true&tlsCertificateKeyFilePassword=KEYPASS99&appName=x"
+                          "&authMechanismProperties=AWS_SESSION_TOKEN:SESSTOK99&SSLClientCertificateKeyPassword=Z9";
+  const auto redacted = redact_uri(uri);
+  CHECK(redacted == "mongodb://h/?tls=true&tlsCertificateKeyFilePassword=***&appName=x"
+                    "&authMechanismProperties=***&SSLClientCertificateKeyPassword=***");
+  const auto message = scrub_secrets("token SESSTOK99, key KEYPASS99, AWS_SESSION_TOKEN%3ASESSTOK99", uri);
+  CHECK(message.find("KEYPASS99") == std::string::npos);
+  CHECK(message.find("SESSTOK99") == std::string::npos);
+}
+
 TEST_SUITE_END();
