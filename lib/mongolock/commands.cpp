@@ -165,8 +165,8 @@ RunRelease release_after_run(Locker& locker, const std::vector<LockRecord>& lock
         if (result == RunRelease::released) result = RunRelease::gone;
       }
     } catch (const Error& e) {
-      log.error(fmt::format("could not release lock '{}' ({}); it stays held until it expires at {}", lock.program,
-                            e.what(), format_time(lock.expires_at)));
+      log.error(fmt::format("could not release lock '{}' ({}); it expires on its own, at {} at the latest",
+                            lock.program, e.what(), format_time(lock.expires_at)));
       result = RunRelease::failed;
     }
   }

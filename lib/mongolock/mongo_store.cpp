@@ -294,6 +294,11 @@ struct MongoStore::Impl {
     throw unavailable_error(fmt::format("{} on {} failed: {}", what, namespace_name, driver_text(error)));
   }
 
+  // For server commands that concern no collection (hello, buildInfo).
+  [[noreturn]] void fail_server(std::string_view what, const bson_error_t& error) const {
+    throw unavailable_error(fmt::format("{} on {} failed: {}", what, redact_uri(config.uri), driver_text(error)));
+  }
+
   // Connects on first use, so that an unreachable server is always reported as such, with its URI.
   void connect() {
     if (!clock) refresh_clock();
@@ -384,7 +389,7 @@ void MongoStore::Impl::refresh_clock() {
     BSON_APPEND_INT32(command.get(), "hello", 1);
     const auto sent = std::chrono::steady_clock::now();
     if (!mongoc_client_command_simple(client.get(), "admin", command.get(), nullptr, reply.get(), &error)) {
-      fail("hello", error);
+      fail_server("hello", error);
     }
     const auto received = std::chrono::steady_clock::now();
     if (!bson_iter_init_find(&it, reply.get(), "localTime") || !BSON_ITER_HOLDS_DATE_TIME(&it)) {
@@ -489,7 +494,7 @@ ServerInfo MongoStore::server_info() {
   BSON_APPEND_INT32(command.get(), "buildInfo", 1);
   Reply reply;
   if (!mongoc_client_command_simple(impl.client.get(), "admin", command.get(), nullptr, reply.get(), &error)) {
-    impl.fail("buildInfo", error);
+    impl.fail_server("buildInfo", error);
   }
   if (bson_iter_init_find(&it, reply.get(), "version")) info.version = iter_string(it);
   return info;
