@@ -31,10 +31,13 @@ struct RunOutcome {
 // Supervises `child` while it holds `locks` (all of them; losing any one is losing the lease): a heartbeat thread
 // renews the lease every policy.lease.renew_interval (sooner after a failure); when no renewal has succeeded for
 // renew_deadline since the last successful one was sent, or a renewal finds the lease gone, the lease is lost and
-// policy.on_lost applies. Signals in forwarded_signals() are forwarded to the command's process group.
-// Returns when the command has ended (it is always reaped) and the heartbeat has stopped; does not
-// release the lock. `signals` must be the block created before the heartbeat thread and the child.
-// The locker's store is used only by the heartbeat thread until this returns.
+// policy.on_lost applies (SIGTERM to the job, then Child::kill_job() after the kill grace). Signals in
+// forwarded_signals() are forwarded to the job's process group. A job stop (Ctrl-Z) suspends mongolock
+// (Child::suspend()); continued after the renew deadline, the job is killed instead of continued.
+// Returns when the whole job has ended (the guardian is always reaped) and the heartbeat has stopped; does
+// not release the lock. `signals` must be the block created before the heartbeat thread and the child.
+// The locker's store is used only by the heartbeat thread until this returns. Throws Error (70) when
+// signalfd/eventfd/poll fail; the Child's destructor then kills the job.
 [[nodiscard]] RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& child,
                                    const SignalBlock& signals, const RunPolicy& policy, const Log& log);
 
