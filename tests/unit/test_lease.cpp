@@ -325,8 +325,8 @@ TEST_CASE("The lease invariant holds for every accepted renew deadline and kill 
   CHECK(refused > 100);
 }
 
-// The "--ttl of at least X" suggestion is computed for the default deadline (2/3 ttl) even when the user gave
-// --renew-deadline, so with a fixed deadline the suggested ttl can still be refused.
+// With --renew-deadline fixed, the "--ttl of at least X" suggestion must account for that deadline, not the
+// default 2/3 ttl, or the suggested ttl would be refused again.
 TEST_CASE("The ttl suggested for a kill grace works with the renew deadline given") {
   const Millis deadline = 25s;
   const Millis grace = 5s;

@@ -174,9 +174,9 @@ TEST_CASE("'#' is refused because it is reserved for semaphore slots") {
   CHECK(doctest::String(err->what()) == doctest::Contains("slot"));
 }
 
-// The refusals for a leading '-' and for '#' quote the name before its bytes are checked, so a name such as
-// "-\x1b]0;owned\x07" or "a#\nmongolock: lock acquired" reaches stderr verbatim: the terminal escape runs and
-// the newline forges a log line — the very thing the control-character rule exists to prevent.
+// The refusals for a leading '-' and for '#' quote the name, so its bytes must be checked first: otherwise a
+// name such as "-\x1b]0;owned\x07" or "a#\nmongolock: lock acquired" would reach stderr verbatim, the
+// terminal escape would run and the newline would forge a log line.
 TEST_CASE("Refusals never echo the control characters of a name") {
   std::string name;
   SUBCASE("leading '-' with a terminal escape") { name = "-\x1b]0;owned\x07"; }

@@ -102,8 +102,8 @@ TEST_CASE("Malformed URIs with a password still have it redacted") {
 }
 
 // A URI whose "mongodb://" is missing or mistyped is the commonest malformed --uri. The driver refuses it and
-// mongo_store quotes redact_uri(uri) in "invalid --uri '...'", then scrub_secrets(message, uri): both find no
-// "://" and leave "alice:s3cret@..." in the printed error.
+// mongo_store quotes redact_uri(uri) in "invalid --uri '...'": without "://" the password must still be
+// found, or "alice:s3cret@..." would be printed.
 TEST_CASE("A password is hidden even when the scheme is missing or mistyped") {
   std::string uri;
   SUBCASE("no scheme") { uri = "alice:s3cret@localhost:27017/locks"; }
