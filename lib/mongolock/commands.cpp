@@ -318,10 +318,15 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   log.debugf("command exited with status {}", result.command_status);
 
   if (result.lease_lost) {
-    // The command has ended (or, with --on-lost ignore, ran to its end): give back the locks still held
+    // The job has ended (or, with --on-lost ignore, ran to its end): give back the locks still held
     // (another name of a multi-name run; the lost one is normally gone). Releases name the _id and token,
-    // so they never touch another holder's lock.
-    release_after_run(locker, locks, log, /*lease_lost=*/true);
+    // so they never touch another holder's lock. When the server stopped answering, trying would only
+    // wait for server selection again: the leases end on their own.
+    if (result.server_silent) {
+      log.info("not releasing: the server did not answer; the leases end on their own");
+    } else {
+      release_after_run(locker, locks, log, /*lease_lost=*/true);
+    }
     return policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
   }
   const auto released = release_after_run(locker, locks, log);

@@ -228,6 +228,7 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
       auto reason = heartbeat.gone();
       if (reason.empty() && now >= heartbeat.deadline()) {
         reason = fmt::format("no renewal succeeded within {}", format_duration(policy.lease.renew_deadline));
+        outcome.server_silent = true;
       }
       if (!reason.empty()) {
         outcome.lease_lost = true;

@@ -23,9 +23,10 @@ struct RunPolicy {
 
 // How a supervised run ended.
 struct RunOutcome {
-  int command_status = 0;  // the command's exit code (128+N when killed by signal N)
-  bool lease_lost = false; // the lease was lost while the command ran
-  bool timed_out = false;  // --timeout stopped the command
+  int command_status = 0;     // the command's exit code (128+N when killed by signal N)
+  bool lease_lost = false;    // the lease was lost while the command ran
+  bool server_silent = false; // ...because no renewal succeeded in time (not because the lock was gone)
+  bool timed_out = false;     // --timeout stopped the command
 };
 
 // Supervises `child` while it holds `locks` (all of them; losing any one is losing the lease): a heartbeat thread
