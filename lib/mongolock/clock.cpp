@@ -2,19 +2,39 @@
 
 #include <fmt/chrono.h>
 
+#include <ctime>
+
 namespace mongolock {
 
-ServerClock::ServerClock(ServerTime server_time, Millis round_trip, SteadyTime received_at)
+namespace {
+
+LeaseClock::duration read_clock(clockid_t id) noexcept {
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+} // namespace
+
+LeaseClock::time_point LeaseClock::now() noexcept { return time_point(read_clock(CLOCK_BOOTTIME)); }
+
+LeaseClock::time_point LeaseClock::from_monotonic_us(std::int64_t microseconds) noexcept {
+  const auto boot = read_clock(CLOCK_BOOTTIME);
+  const auto monotonic = read_clock(CLOCK_MONOTONIC);
+  return time_point(std::chrono::microseconds(microseconds) + (boot - monotonic));
+}
+
+ServerClock::ServerClock(ServerTime server_time, Millis round_trip, LocalTime received_at)
     : m_server_at_anchor(server_time + round_trip / 2), m_anchor(received_at), m_round_trip(round_trip) {}
 
-ServerTime ServerClock::at(SteadyTime t) const {
+ServerTime ServerClock::at(LocalTime t) const {
   return m_server_at_anchor + std::chrono::duration_cast<Millis>(t - m_anchor);
 }
 
 Millis ServerClock::offset_from_local_wall_clock() const {
-  const auto steady = std::chrono::steady_clock::now();
+  const auto local = LeaseClock::now();
   const auto wall = std::chrono::time_point_cast<Millis>(std::chrono::system_clock::now());
-  return at(steady) - wall;
+  return at(local) - wall;
 }
 
 std::string format_time(ServerTime t) {

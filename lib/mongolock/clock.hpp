@@ -6,17 +6,32 @@
 #include <mongolock/duration.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace mongolock {
 
 // A point in time on the server's clock, UTC, millisecond resolution (BSON dates are milliseconds).
 using ServerTime = std::chrono::time_point<std::chrono::system_clock, Millis>;
-using SteadyTime = std::chrono::steady_clock::time_point;
+// The local clock all lease arithmetic runs on: CLOCK_BOOTTIME. Monotonic like std::chrono::steady_clock
+// (wall-clock steps do not move it), but it also counts the time the host spends suspended, so a lease
+// can never seem to have lasted through a suspend.
+struct LeaseClock {
+  using duration = std::chrono::nanoseconds;
+  using rep = duration::rep;
+  using period = duration::period;
+  using time_point = std::chrono::time_point<LeaseClock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept;
+  // Converts a CLOCK_MONOTONIC reading in microseconds (libmongoc's timestamps) to this clock, using the
+  // current difference between the two (it changes only across a suspend).
+  static time_point from_monotonic_us(std::int64_t microseconds) noexcept;
+};
+using LocalTime = LeaseClock::time_point;
 
 // Maps this host's monotonic clock onto the server's wall clock. Built from one observation of the
 // server's time (hello's localTime; MongoStore takes a new one when the driver's periodic server check
-// brings a newer hello) and then advanced with std::chrono::steady_clock, which wall-clock
+// brings a newer hello) and then advanced with LeaseClock (CLOCK_BOOTTIME), which wall-clock
 // steps on this host (NTP, a wrong date) do not move. (libfaketime fakes the monotonic clock too unless
 // FAKETIME_DONT_FAKE_MONOTONIC=1; the clock-skew tests set it, as a real skewed host would behave.)
 class ServerClock {
@@ -25,24 +40,24 @@ public:
   // after a round trip of `round_trip` (milliseconds). The server stamped it about half a round trip
   // before it arrived, so the estimate is server_time + round_trip / 2 at `received_at`, with an error of
   // at most round_trip / 2 plus the 1ms resolution of localTime.
-  ServerClock(ServerTime server_time, Millis round_trip, SteadyTime received_at);
+  ServerClock(ServerTime server_time, Millis round_trip, LocalTime received_at);
 
   // The server's time at local monotonic time `t`.
-  [[nodiscard]] ServerTime at(SteadyTime t) const;
+  [[nodiscard]] ServerTime at(LocalTime t) const;
   // The local monotonic time at which the server's clock reads `t` (the inverse of at()).
-  [[nodiscard]] SteadyTime local_at(ServerTime t) const { return m_anchor + (t - m_server_at_anchor); }
+  [[nodiscard]] LocalTime local_at(ServerTime t) const { return m_anchor + (t - m_server_at_anchor); }
   // The server's time now.
-  [[nodiscard]] ServerTime now() const { return at(std::chrono::steady_clock::now()); }
+  [[nodiscard]] ServerTime now() const { return at(LeaseClock::now()); }
   // How far the server's clock is ahead of this host's wall clock (negative: behind), now.
   [[nodiscard]] Millis offset_from_local_wall_clock() const;
   // The local monotonic time of the observation.
-  [[nodiscard]] SteadyTime anchor() const { return m_anchor; }
+  [[nodiscard]] LocalTime anchor() const { return m_anchor; }
   // The round trip of the observation; the estimate is good to about half of it.
   [[nodiscard]] Millis round_trip() const { return m_round_trip; }
 
 private:
   ServerTime m_server_at_anchor;
-  SteadyTime m_anchor;
+  LocalTime m_anchor;
   Millis m_round_trip;
 };
 

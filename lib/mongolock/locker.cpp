@@ -88,7 +88,7 @@ void Locker::release_quietly(const LockRecord& lock) {
 
 AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                    const Sleeper& sleep) {
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = LeaseClock::now();
   const bool forever = policy.wait && *policy.wait == Millis::max();
   const auto deadline = policy.wait && !forever ? started + *policy.wait : started;
   std::mt19937_64 random(std::random_device{}());
@@ -114,7 +114,7 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       release_quietly(*it);
     outcome.locks.clear();
 
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = LeaseClock::now();
     if (!policy.wait || (!forever && now >= deadline)) return outcome;
     const auto ceiling = std::min(policy.cap, policy.base * (Millis::rep{1} << std::min(attempt, 20)));
     auto pause = Millis(std::uniform_int_distribution<Millis::rep>(0, ceiling.count())(random));
@@ -158,7 +158,7 @@ std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl) {
   return now + ttl;
 }
 
-bool Locker::renew(LockRecord& lock, Millis ttl, SteadyTime sent) {
+bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
   const auto server_sent = m_store.clock().at(sent);
   const auto expires = server_sent + ttl;
   const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token, .expires_after = server_sent};

@@ -80,7 +80,7 @@ public:
   // Heartbeat renewal of `lock` to (server time at `sent`) + ttl, where `sent` is the local monotonic time
   // the renewal is sent. Updates lock.expires_at/renewed_at/ttl on success. Returns false when the lease
   // is gone (no unexpired document with this _id and token).
-  [[nodiscard]] bool renew(LockRecord& lock, Millis ttl, SteadyTime sent);
+  [[nodiscard]] bool renew(LockRecord& lock, Millis ttl, LocalTime sent);
 
   // The documents of lock `name`: its plain lock and its semaphore slots, expired or not.
   [[nodiscard]] std::vector<LockRecord> holders(std::string_view name);

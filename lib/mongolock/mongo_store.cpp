@@ -366,9 +366,9 @@ MongoStore::~MongoStore() = default;
 
 void MongoStore::Impl::refresh_clock() {
   bson_error_t error;
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = LeaseClock::now();
   ServerDescriptionPtr server(mongoc_client_select_server(client.get(), true, nullptr, &error));
-  const auto selected = std::chrono::steady_clock::now();
+  const auto selected = LeaseClock::now();
   if (!server) {
     throw unavailable_error(fmt::format("cannot reach MongoDB at {}: {}; check --uri and that the server is up",
                                         redact_uri(config.uri), driver_text(error)));
@@ -387,11 +387,11 @@ void MongoStore::Impl::refresh_clock() {
     Reply reply;
     Bson command;
     BSON_APPEND_INT32(command.get(), "hello", 1);
-    const auto sent = std::chrono::steady_clock::now();
+    const auto sent = LeaseClock::now();
     if (!mongoc_client_command_simple(client.get(), "admin", command.get(), nullptr, reply.get(), &error)) {
       fail_server("hello", error);
     }
-    const auto received = std::chrono::steady_clock::now();
+    const auto received = LeaseClock::now();
     if (!bson_iter_init_find(&it, reply.get(), "localTime") || !BSON_ITER_HOLDS_DATE_TIME(&it)) {
       throw unavailable_error("the server's hello reply has no localTime; mongolock needs the server's clock");
     }
@@ -403,8 +403,7 @@ void MongoStore::Impl::refresh_clock() {
     // at the time the driver processed it, on the same monotonic clock (CLOCK_MONOTONIC, microseconds),
     // not at "now", or the server's time would be read as earlier than it is.
     auto received = selected;
-    const auto updated = SteadyTime(std::chrono::duration_cast<SteadyTime::duration>(
-        std::chrono::microseconds(mongoc_server_description_last_update_time(server.get()))));
+    const auto updated = LeaseClock::from_monotonic_us(mongoc_server_description_last_update_time(server.get()));
     if (updated <= selected && updated > selected - std::chrono::hours(1)) received = updated;
     clock.emplace(from_bson_date(local_time), round_trip, received);
     clock_hello_time = local_time;

@@ -19,7 +19,7 @@ namespace mongolock {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = LeaseClock;
 
 // A file descriptor closed on destruction.
 class Fd {
@@ -60,7 +60,7 @@ public:
   }
 
   // When the lease counts as lost unless a renewal succeeds first: the earliest over all locks.
-  [[nodiscard]] SteadyTime deadline() const {
+  [[nodiscard]] LocalTime deadline() const {
     std::lock_guard lock(m_mutex);
     return oldest_success() + m_timing.renew_deadline;
   }
@@ -84,13 +84,13 @@ public:
   [[nodiscard]] int wake_fd() const { return m_wake.get(); }
 
 private:
-  [[nodiscard]] SteadyTime oldest_success() const {
+  [[nodiscard]] LocalTime oldest_success() const {
     return *std::min_element(m_last_success_sent.begin(), m_last_success_sent.end());
   }
 
   void loop() {
     const auto retry_delay = std::clamp(m_timing.renew_interval / 4, Millis(100), Millis(2000));
-    SteadyTime next;
+    LocalTime next;
     {
       std::lock_guard lock(m_mutex);
       next = oldest_success() + m_timing.renew_interval;
@@ -115,7 +115,7 @@ private:
   enum class Renewal { renewed, failed, gone };
 
   Renewal renew_one(std::size_t i) {
-    SteadyTime last_sent;
+    LocalTime last_sent;
     {
       std::lock_guard lock(m_mutex);
       if (m_stop) return Renewal::gone;
@@ -165,7 +165,7 @@ private:
   std::condition_variable m_cv;
   bool m_stop = false;
   std::string m_gone;
-  std::vector<SteadyTime> m_last_success_sent;
+  std::vector<LocalTime> m_last_success_sent;
   std::thread m_thread;
 };
 
@@ -177,7 +177,7 @@ std::string lock_names(const std::vector<LockRecord>& locks) {
   return names;
 }
 
-int poll_timeout_ms(SteadyTime now, SteadyTime until) {
+int poll_timeout_ms(LocalTime now, LocalTime until) {
   const auto ms = std::chrono::ceil<Millis>(until - now).count();
   return static_cast<int>(std::clamp<Millis::rep>(ms, 0, 60'000));
 }
@@ -193,8 +193,8 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
 
   RunOutcome outcome;
   const auto started = Clock::now();
-  const auto timeout_at = policy.timeout ? started + *policy.timeout : SteadyTime::max();
-  std::optional<SteadyTime> kill_at;
+  const auto timeout_at = policy.timeout ? started + *policy.timeout : LocalTime::max();
+  std::optional<LocalTime> kill_at;
   const auto stop_command = [&](Millis grace) {
     child.signal(SIGTERM);
     const auto at = Clock::now() + grace;

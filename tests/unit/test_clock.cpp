@@ -14,7 +14,7 @@ namespace {
 ServerTime from_millis(long long ms) { return ServerTime(Millis(ms)); }
 
 // A fixed local monotonic instant far from the clock's epoch, so offsets either way stay representable.
-const SteadyTime k_anchor = SteadyTime(1'000'000s);
+const LocalTime k_anchor = LocalTime(1'000'000s);
 
 } // namespace
 
@@ -69,10 +69,10 @@ TEST_CASE("local_at is the inverse of at") {
 
 TEST_CASE("now() reads the server clock at the current steady time") {
   const auto server = from_millis(1'700'000'000'000);
-  const auto before = steady_clock::now();
+  const auto before = LeaseClock::now();
   const ServerClock clock(server, 0ms, before);
   const auto now = clock.now();
-  const auto after = steady_clock::now();
+  const auto after = LeaseClock::now();
   CHECK(now >= server);
   CHECK(now <= clock.at(after));
   CHECK(now - server < 10s);
@@ -81,19 +81,19 @@ TEST_CASE("now() reads the server clock at the current steady time") {
 TEST_CASE("The offset from the local wall clock is measured against the server estimate") {
   const auto local = time_point_cast<Millis>(system_clock::now());
   SUBCASE("server five minutes ahead") {
-    const ServerClock clock(local + 5min, 0ms, steady_clock::now());
+    const ServerClock clock(local + 5min, 0ms, LeaseClock::now());
     const auto offset = clock.offset_from_local_wall_clock();
     CHECK(offset > 5min - 1s);
     CHECK(offset < 5min + 1s);
   }
   SUBCASE("server an hour behind") {
-    const ServerClock clock(local - 1h, 0ms, steady_clock::now());
+    const ServerClock clock(local - 1h, 0ms, LeaseClock::now());
     const auto offset = clock.offset_from_local_wall_clock();
     CHECK(offset > -1h - 1s);
     CHECK(offset < -1h + 1s);
   }
   SUBCASE("in step, with half the round trip added") {
-    const ServerClock clock(local - 100ms, 200ms, steady_clock::now());
+    const ServerClock clock(local - 100ms, 200ms, LeaseClock::now());
     const auto offset = clock.offset_from_local_wall_clock();
     CHECK(offset > -1s);
     CHECK(offset < 1s);
