@@ -9,7 +9,13 @@
 #include <fmt/format.h>
 
 #include <map>
+
+#include <cerrno>
+#include <cstdlib>
+#include <dirent.h>
 #include <mutex>
+#include <signal.h>
+#include <unistd.h>
 
 namespace mongolock {
 
@@ -73,16 +79,32 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
   }
 }
 
+// libmongoc (Debian's build initializes itself when loaded, before main) keeps counters in
+// /dev/shm/mongoc-<pid> unless MONGOC_DISABLE_SHM is set in the environment, and removes the file in
+// mongoc_cleanup(). A process killed outright (a holder's SIGKILL) leaves it behind, and a later process
+// that gets the same pid cannot create its own and prints "Falling back to malloc for counters". So each
+// mongolock removes the files of processes that no longer exist. Files of live processes are left alone.
+void remove_stale_driver_counters() {
+  DIR* shm = opendir("/dev/shm");
+  if (shm == nullptr) return;
+  while (const dirent* entry = readdir(shm)) {
+    const std::string_view name = entry->d_name;
+    if (!name.starts_with("mongoc-")) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name + 7, &end, 10);
+    if (pid <= 0 || *end != '\0' || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    unlinkat(dirfd(shm), entry->d_name, 0);
+  }
+  closedir(shm);
+}
+
 // mongoc_init() once per process, mongoc_cleanup() at exit.
 void init_driver(const Log& log) {
   static const struct Init {
     Init() {
       mongoc_log_set_handler(driver_log_handler, nullptr);
-      // No shared-memory counters (/dev/shm/mongoc-<pid>): nothing reads them, and when shared memory is
-      // short the driver would print a warning. Set only for mongoc_init, so the command does not inherit it.
-      const bool set_here = setenv("MONGOC_DISABLE_SHM", "1", 0) == 0 && std::getenv("MONGOC_DISABLE_SHM") != nullptr;
-      mongoc_init();
-      if (set_here) unsetenv("MONGOC_DISABLE_SHM");
+      mongoc_init(); // a no-op where libmongoc initialized itself when it was loaded
+      remove_stale_driver_counters();
     }
     ~Init() { mongoc_cleanup(); }
   } init;
@@ -337,6 +359,10 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
   mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
                                  to_int32_ms(config.connect_timeout));
   mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, to_int32_ms(config.operation_timeout));
+  if (config.server_check_interval) {
+    mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS,
+                                   to_int32_ms(std::max(*config.server_check_interval, Millis(500))));
+  }
   if (mongoc_uri_get_appname(impl.uri.get()) == nullptr) mongoc_uri_set_appname(impl.uri.get(), "mongolock");
 
   impl.client.reset(mongoc_client_new_from_uri_with_error(impl.uri.get(), &error));

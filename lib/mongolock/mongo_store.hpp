@@ -5,6 +5,7 @@
 #include <mongolock/log.hpp>
 
 #include <memory>
+#include <optional>
 
 namespace mongolock {
 
@@ -12,11 +13,13 @@ struct StoreConfig {
   std::string uri = "mongodb://127.0.0.1:27017";
   std::string database = "mongolock";
   std::string collection = "locks";
-  Millis connect_timeout{5000};     // bounds TCP connect and server selection (connectTimeoutMS,
-                                    // serverSelectionTimeoutMS)
-  Millis operation_timeout{10'000}; // bounds each command: socketTimeoutMS and the write concern's wtimeout
-  bool count_commands = false;      // count commands by name (command monitoring); when the store closes, print
-                                    // "mongolock: debug: server commands: N (name n, ...)" to stderr
+  Millis connect_timeout{5000};                // bounds TCP connect and server selection (connectTimeoutMS,
+                                               // serverSelectionTimeoutMS)
+  Millis operation_timeout{10'000};            // bounds each command: socketTimeoutMS and the write concern's wtimeout
+  std::optional<Millis> server_check_interval; // heartbeatFrequencyMS (>= 500ms): how often the driver re-checks
+                                               // the server, and so how often the server's time is re-read
+  bool count_commands = false; // count commands by name (command monitoring); when the store closes, print
+                               // "mongolock: debug: server commands: N (name n, ...)" to stderr
 };
 
 // A LockStore on one MongoDB deployment. Every write uses write concern {w: "majority", j: true}: a w:1
