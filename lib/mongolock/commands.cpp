@@ -59,8 +59,6 @@ AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take
   return request;
 }
 
-WaitPolicy wait_policy(const TakeOptions& take) { return WaitPolicy{take.wait, Millis(50), Millis(1000)}; }
-
 std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
   const auto now = locker.store().clock().now();
   std::vector<LockView> out;
@@ -182,10 +180,6 @@ template <typename F> std::string join(const std::vector<LockRecord>& locks, F f
 
 } // namespace
 
-LeaseTiming run_lease_timing(const RunOptions& options) {
-  return make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline);
-}
-
 int acquire_command(const GlobalOptions& global, const AcquireOptions& options, Log& log) {
   validate_lock_name(options.name);
   validate_ttl(options.ttl);
@@ -194,7 +188,7 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   MongoStore store(global.store, log);
   Locker locker(store, log);
   const auto outcome = locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
-                                          wait_policy(options.take), [](Millis pause) {
+                                          WaitPolicy{options.take.wait}, [](Millis pause) {
                                             std::this_thread::sleep_for(pause);
                                             return true;
                                           });
@@ -266,7 +260,9 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     throw usage_error("run needs a command: mongolock run NAME -- CMD [ARGS...]");
   }
   validate_take(options.take);
-  const RunPolicy policy{run_lease_timing(options), options.on_lost, options.timeout, options.kill_after};
+  const RunPolicy policy{
+      make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline),
+      options.on_lost, options.timeout, options.kill_after};
 
   // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
   // the heartbeat thread and the command start with them blocked/restored as they should.
@@ -285,7 +281,7 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     request.command = command_name(options.command.front());
     requests.push_back(std::move(request));
   }
-  auto outcome = locker.acquire_all(requests, wait_policy(options.take), sleep_unless_signalled);
+  auto outcome = locker.acquire_all(requests, WaitPolicy{options.take.wait}, sleep_unless_signalled);
   if (outcome.locks.empty() && !outcome.interrupted) return report_held(global, locker, outcome, log);
   auto& locks = outcome.locks;
   for (const auto& lock : locks) {

@@ -111,7 +111,4 @@ int doctor_command(const GlobalOptions& global, Log& log);
 // (garbage collection only). 0, or 69 when the unique index cannot be created.
 int init_command(const GlobalOptions& global, Log& log);
 
-// Checks and completes the lease timing of `run` from its options (see lease.hpp). Throws Error (64).
-[[nodiscard]] LeaseTiming run_lease_timing(const RunOptions& options);
-
 } // namespace mongolock

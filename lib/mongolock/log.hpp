@@ -20,7 +20,6 @@ class Log {
 public:
   explicit Log(Verbosity verbosity = Verbosity::normal, std::string uri = {});
 
-  void set_uri(std::string uri) { m_uri = std::move(uri); }
   // `text` with the configured URI's password replaced by "***" (scrub_secrets()): for driver text.
   [[nodiscard]] std::string scrub(std::string text) const;
   [[nodiscard]] Verbosity verbosity() const { return m_verbosity; }

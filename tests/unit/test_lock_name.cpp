@@ -34,6 +34,14 @@ std::string escaped(std::string_view name) {
   return out;
 }
 
+// The Error validate_lock_name throws for `name`, checked to be a usage error (exit 64).
+Error refusal(std::string_view name) {
+  auto err = name_error(name);
+  REQUIRE(err);
+  CHECK(err->exit_code() == k_exit_usage);
+  return *err;
+}
+
 } // namespace
 
 TEST_SUITE_BEGIN("LockName");
@@ -48,10 +56,8 @@ TEST_CASE("Ordinary names are accepted") {
 
 TEST_CASE("An empty name is refused") {
   CHECK_THROWS_AS(validate_lock_name(""), Error);
-  const auto err = name_error("");
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  CHECK(doctest::String(err->what()) == doctest::Contains("empty lock name"));
+  const auto err = refusal("");
+  CHECK(doctest::String(err.what()) == doctest::Contains("empty lock name"));
 }
 
 TEST_CASE("Names up to the byte limit are accepted and longer ones refused") {
@@ -125,11 +131,9 @@ TEST_CASE("Control characters are refused") {
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);
   CHECK_THROWS_AS(validate_lock_name(name), Error);
-  const auto err = name_error(name);
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  CHECK(doctest::String(err->what()) == doctest::Contains("control character"));
-  CHECK(doctest::String(err->what()) == doctest::Contains(shown.c_str()));
+  const auto err = refusal(name);
+  CHECK(doctest::String(err.what()) == doctest::Contains("control character"));
+  CHECK(doctest::String(err.what()) == doctest::Contains(shown.c_str()));
 }
 
 TEST_CASE("The error for a control character gives its byte offset") {
@@ -151,11 +155,9 @@ TEST_CASE("A leading '-' is refused because it reads as an option") {
   SUBCASE("-") { name = "-"; }
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);
-  const auto err = name_error(name);
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  CHECK(doctest::String(err->what()) == doctest::Contains("'-'"));
-  CHECK(doctest::String(err->what()) == doctest::Contains("option"));
+  const auto err = refusal(name);
+  CHECK(doctest::String(err.what()) == doctest::Contains("'-'"));
+  CHECK(doctest::String(err.what()) == doctest::Contains("option"));
 }
 
 TEST_CASE("'#' is refused because it is reserved for semaphore slots") {
@@ -167,11 +169,9 @@ TEST_CASE("'#' is refused because it is reserved for semaphore slots") {
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);
   CHECK_THROWS_AS(validate_lock_name(name), Error);
-  const auto err = name_error(name);
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  CHECK(doctest::String(err->what()) == doctest::Contains("'#'"));
-  CHECK(doctest::String(err->what()) == doctest::Contains("slot"));
+  const auto err = refusal(name);
+  CHECK(doctest::String(err.what()) == doctest::Contains("'#'"));
+  CHECK(doctest::String(err.what()) == doctest::Contains("slot"));
 }
 
 // The refusals for a leading '-' and for '#' quote the name, so its bytes must be checked first: otherwise a
@@ -186,10 +186,8 @@ TEST_CASE("Refusals never echo the control characters of a name") {
   SUBCASE("control character alone") { name = "a\x1b[2J"; }
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);
-  const auto err = name_error(name);
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  const std::string message = err->what();
+  const auto err = refusal(name);
+  const std::string message = err.what();
   const auto shown_message = escaped(message);
   CAPTURE(shown_message);
   CHECK(message.find_first_of("\x1b\x07\n") == std::string::npos);
@@ -221,10 +219,8 @@ TEST_CASE("Invalid UTF-8 is refused") {
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);
   CHECK_THROWS_AS(validate_lock_name(name), Error);
-  const auto err = name_error(name);
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  CHECK(doctest::String(err->what()) == doctest::Contains("UTF-8"));
+  const auto err = refusal(name);
+  CHECK(doctest::String(err.what()) == doctest::Contains("UTF-8"));
 }
 
 TEST_CASE("A sequence cut off by the end of the name is refused whatever bytes follow in memory") {
@@ -262,10 +258,8 @@ TEST_CASE("Overlong encodings, surrogates and code points above U+10FFFF are not
   SUBCASE("lead byte F7") { name = "a\xf7\xbf\xbf\xbf"; }
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);
-  const auto err = name_error(name);
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  CHECK(doctest::String(err->what()) == doctest::Contains("UTF-8"));
+  const auto err = refusal(name);
+  CHECK(doctest::String(err.what()) == doctest::Contains("UTF-8"));
 }
 
 // U+0080..U+009F are control characters (Unicode category Cc) just like 0x00..0x1f; U+009B is CSI, which
@@ -281,10 +275,8 @@ TEST_CASE("C1 control characters are refused like the ASCII ones") {
   SUBCASE("U+009F") { name = "deploy\xc2\x9f"; }
   const auto shown_name = escaped(name);
   CAPTURE(shown_name);
-  const auto err = name_error(name);
-  REQUIRE(err);
-  CHECK(err->exit_code() == k_exit_usage);
-  CHECK(doctest::String(err->what()) == doctest::Contains("control character"));
+  const auto err = refusal(name);
+  CHECK(doctest::String(err.what()) == doctest::Contains("control character"));
 }
 
 TEST_SUITE_END();
