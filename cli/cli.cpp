@@ -1,8 +1,11 @@
 #include "cli.hpp"
+#include "config.hpp"
 
 #include <mongolock/commands.hpp>
 #include <mongolock/duration.hpp>
 #include <mongolock/error.hpp>
+#include <mongolock/file_read.hpp>
+#include <mongolock/text.hpp>
 #include <mongolock/uri.hpp>
 
 #include <CLI/CLI.hpp>
@@ -10,7 +13,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sys/stat.h>
 
 namespace mongolock {
@@ -37,48 +39,25 @@ bool env_flag(const char* name) {
   return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
 }
 
-bool file_exists(const std::string& path) {
+// True when something is at `path` (of any type: read_bounded_file() refuses what is not a regular file,
+// rather than skipping it silently).
+bool path_exists(const std::string& path) {
   struct stat st {};
-  return !path.empty() && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return !path.empty() && stat(path.c_str(), &st) == 0;
 }
 
-// The config file read by default: $MONGOLOCK_CONFIG, else the first of $XDG_CONFIG_HOME/mongolock/config
-// (~/.config/mongolock/config) and /etc/mongolock.conf that exists.
+// The config file read when neither --config nor MONGOLOCK_CONFIG names one: the first of
+// $XDG_CONFIG_HOME/mongolock/config (~/.config/mongolock/config) and /etc/mongolock.conf that exists; ""
+// when there is none.
 std::string default_config_file() {
-  if (env_set("MONGOLOCK_CONFIG")) return std::getenv("MONGOLOCK_CONFIG"); // checked after parsing
   std::string xdg = env_set("XDG_CONFIG_HOME") ? std::getenv("XDG_CONFIG_HOME") : "";
   if (xdg.empty() && env_set("HOME")) xdg = std::string(std::getenv("HOME")) + "/.config";
   for (const auto& path :
        {xdg.empty() ? std::string() : xdg + "/mongolock/config", std::string("/etc/mongolock.conf")}) {
-    if (file_exists(path)) return path;
+    if (path_exists(path)) return path;
   }
   return {};
 }
-
-// The long name of a config key given by an option's short name ("E = 5" means conflict-exit-code).
-std::string long_key(const std::string& key) {
-  if (key == "E") return "conflict-exit-code";
-  if (key == "v") return "verbose";
-  if (key == "q") return "quiet";
-  if (key == "w") return "wait";
-  return key;
-}
-
-// CLI11 applies a config file before the environment; dropping every config item whose environment
-// variable is set gives the documented precedence: command line > environment > config file > default.
-class EnvFirstConfig : public CLI::ConfigTOML {
-public:
-  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
-    auto values = CLI::ConfigTOML::from_config(input);
-    std::erase_if(values, [](const CLI::ConfigItem& item) {
-      const auto key = long_key(item.name);
-      // Either verbosity variable overrides both verbosity keys: they are one setting.
-      if (key == "verbose" || key == "quiet") return env_set("MONGOLOCK_VERBOSE") || env_set("MONGOLOCK_QUIET");
-      return env_set(env_for(key));
-    });
-    return values;
-  }
-};
 
 // Adds --long-name with its MONGOLOCK_LONG_NAME variable.
 template <typename T>
@@ -92,7 +71,6 @@ CLI::Option* add_option(CLI::App* app, const std::string& flags, T& value, const
 struct GlobalTexts {
   std::string connect_timeout = "5s";
   std::string grace = "2s";
-  std::string uri_file;
 };
 
 // Optional texts are std::optional so that an empty value given on purpose (--ttl '') is an error, not
@@ -158,9 +136,33 @@ std::string uri_in_arguments(const std::vector<std::string>& args) {
   return env_uri != nullptr ? env_uri : "";
 }
 
+// The global options that take a separate value ("--uri X").
+bool takes_value(const std::string& arg) {
+  static const std::vector<std::string> k_with_value{"--uri",        "--uri-file",           "--db",
+                                                     "--collection", "--connect-timeout",    "--grace",
+                                                     "-E",           "--conflict-exit-code", "--config"};
+  return std::find(k_with_value.begin(), k_with_value.end(), arg) != k_with_value.end();
+}
+
+// The first word before any "--" that is neither an option nor a global option's value: what the user
+// meant as the command. "" when there is none.
+std::string command_word(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i].starts_with("-")) {
+      if (takes_value(args[i])) ++i;
+      continue;
+    }
+    return args[i];
+  }
+  return "";
+}
+
 // Splits off the command of `run NAME... -- CMD ARGS...` at the first "--", which CLI11 would otherwise
-// mix with the names. nullopt when there is no "--"; an empty command for a trailing "--".
+// mix with the names. For every other command "--" stays: CLI11 takes it as the end of the options, so
+// that `acquire -- NAME` reads NAME as the name whatever it looks like. nullopt when the command is not
+// run or there is no "--"; an empty command for a trailing "--".
 std::optional<std::vector<std::string>> split_command(std::vector<std::string>& args) {
+  if (command_word(args) != "run") return std::nullopt;
   const auto dashes = std::find(args.begin(), args.end(), "--");
   if (dashes == args.end()) return std::nullopt;
   std::vector<std::string> command(dashes + 1, args.end());
@@ -168,25 +170,9 @@ std::optional<std::vector<std::string>> split_command(std::vector<std::string>& 
   return command;
 }
 
-// The first word that is neither an option nor an option's value, when it is not a command: what the
-// user meant as a command. "" when there is none. Used to name an unknown command in the error.
-std::string unknown_command(const std::vector<std::string>& args, const CLI::App& app) {
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto& a = args[i];
-    if (a.starts_with("-")) {
-      // The global options that take a separate value skip it ("--uri X").
-      static const std::vector<std::string> k_with_value{"--uri",        "--uri-file",           "--db",
-                                                         "--collection", "--connect-timeout",    "--grace",
-                                                         "-E",           "--conflict-exit-code", "--config"};
-      if (std::find(k_with_value.begin(), k_with_value.end(), a) != k_with_value.end()) ++i;
-      continue;
-    }
-    for (const auto* sub : app.get_subcommands({})) {
-      if (sub->get_name() == a) return "";
-    }
-    return a;
-  }
-  return "";
+// The arguments before the first "--": the only ones that can be options.
+std::vector<std::string> option_part(const std::vector<std::string>& args) {
+  return {args.begin(), std::find(args.begin(), args.end(), "--")};
 }
 
 struct VerbosityFlags {
@@ -224,34 +210,40 @@ Verbosity verbosity(VerbosityFlags flags, bool parsed_verbose, bool parsed_quiet
   return v ? Verbosity::verbose : q ? Verbosity::quiet : Verbosity::normal;
 }
 
-// Where an option's value came from: 3 the command line, 2 the environment, 1 the config file, 0 the default.
-int source_rank(bool on_command_line, const char* env, bool set) {
-  return on_command_line ? 3 : env_set(env) ? 2 : set ? 1 : 0;
-}
-
-// Reads the URI from --uri-file: the first line, without surrounding white space.
-std::string read_uri_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw usage_error(fmt::format("cannot read --uri-file '{}': {}", path, std::strerror(errno)));
-  std::string line;
-  std::getline(in, line);
+// The URI from --uri-file: the first line of the file, without surrounding white space. The file is read
+// with a bound (read_bounded_file(): 64 KiB, `timeout`, a regular file or a pipe).
+std::string read_uri_file(const std::string& path, const std::string& what, Millis timeout) {
+  const auto text = read_bounded_file(path, what, FileKind::regular_or_pipe, timeout);
+  const auto line = std::string_view(text).substr(0, text.find('\n'));
   const auto first = line.find_first_not_of(" \t\r");
   const auto last = line.find_last_not_of(" \t\r");
-  if (first == std::string::npos) throw usage_error(fmt::format("--uri-file '{}' is empty", path));
-  return line.substr(first, last - first + 1);
+  if (first == std::string::npos)
+    throw usage_error(fmt::format("{} '{}' has an empty first line; put the URI there", what, path));
+  return std::string(line.substr(first, last - first + 1));
+}
+
+// The environment's URI layer: MONGOLOCK_URI and MONGOLOCK_URI_FILE, each when set and not empty.
+UriLayer environment_uri_layer() {
+  UriLayer layer;
+  if (env_set("MONGOLOCK_URI")) layer.uri = std::getenv("MONGOLOCK_URI");
+  if (env_set("MONGOLOCK_URI_FILE")) layer.uri_file = std::getenv("MONGOLOCK_URI_FILE");
+  return layer;
 }
 
 int run_cli(std::vector<std::string> args, Log& log) {
-  CLI::App app{"mongolock: keep jobs from running twice at once across machines, with a lock in MongoDB.", "mongolock"};
+  App app{"mongolock: keep jobs from running twice at once across machines, with a lock in MongoDB.", "mongolock"};
   app.require_subcommand(1);
-  app.allow_config_extras(CLI::config_extras_mode::error); // a misspelt key is an error, not silently ignored
   app.fallthrough();
   app.set_version_flag("--version", k_version);
-  app.config_formatter(std::make_shared<EnvFirstConfig>());
-  auto* config_opt =
-      app.set_config("--config", default_config_file(),
-                     "Config file (default: $MONGOLOCK_CONFIG, ~/.config/mongolock/config, /etc/mongolock.conf)");
+  // The config file is read after parsing (apply_config_file()), so that --help and --version read no file.
+  Text config_path;
+  app.add_option("--config", config_path,
+                 "Config file (default: $MONGOLOCK_CONFIG, ~/.config/mongolock/config, /etc/mongolock.conf)")
+      ->configurable(false)
+      ->type_name("PATH");
   app.footer("Precedence: command line > MONGOLOCK_* environment > config file > default.\n"
+             "URI: --uri or --uri-file > MONGOLOCK_URI or MONGOLOCK_URI_FILE > uri or uri-file in the config file\n"
+             "(both in one place is an error). '--' ends the options; for run it starts the command.\n"
              "Exit codes: 0 ok, 1 status: free, 64 usage, 65 not the holder, 69 MongoDB unavailable, 70 internal,\n"
              "75 held (-E), 76 lease lost, 124 timeout, 126 cannot execute, 127 not found. See mongolock(1).");
 
@@ -259,9 +251,13 @@ int run_cli(std::vector<std::string> args, Log& log) {
   GlobalTexts texts;
   bool verbose = false;
   bool quiet = false;
-  add_option(&app, "--uri", global.store.uri, "MongoDB connection string")->capture_default_str()->type_name("URI");
-  add_option(&app, "--uri-file", texts.uri_file,
-             "Read the connection string from this file (keeps passwords out of ps)")
+  // --uri and --uri-file: the three layers are resolved by choose_uri_source(), the variables read there.
+  Text uri_text;
+  Text uri_file_text;
+  app.add_option("--uri", uri_text, "MongoDB connection string (MONGOLOCK_URI; default mongodb://127.0.0.1:27017)")
+      ->type_name("URI");
+  app.add_option("--uri-file", uri_file_text,
+                 "Read the connection string from this file or pipe (MONGOLOCK_URI_FILE; keeps passwords out of ps)")
       ->type_name("PATH");
   add_option(&app, "--db", global.store.database, "Database of the locks collection")
       ->capture_default_str()
@@ -352,15 +348,10 @@ int run_cli(std::vector<std::string> args, Log& log) {
   // What the command line itself says, before parse() consumes args (run's command excluded).
   const auto command = split_command(args);
   run.command = command.value_or(std::vector<std::string>{});
-  const auto unknown = unknown_command(args, app);
-  const auto given = [&](std::string_view option) {
-    return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
-      return a == option || (a.size() > option.size() && a.starts_with(option) && a[option.size()] == '=');
-    });
-  };
-  const bool uri_on_command_line = given("--uri");
-  const bool uri_file_on_command_line = given("--uri-file");
-  const auto flags = verbosity_flags(args);
+  const auto word = command_word(args);
+  const auto subcommands = app.get_subcommands([&](const CLI::App* sub) { return sub->get_name() == word; });
+  const bool unknown = !word.empty() && subcommands.empty();
+  const auto flags = verbosity_flags(option_part(args));
   std::reverse(args.begin(), args.end()); // CLI11 takes the arguments in reverse order
   try {
     app.parse(args);
@@ -371,37 +362,47 @@ int run_cli(std::vector<std::string> args, Log& log) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    if (!unknown.empty() && app.get_subcommands().empty()) {
+    // (Log redacts any URI in these messages and escapes what is not printable.)
+    if (unknown && app.get_subcommands().empty()) {
       throw usage_error(fmt::format("unknown command '{}'; the commands are acquire, release, renew, run, status, "
                                     "list, break, doctor and init (see 'mongolock --help')",
-                                    scrub_secrets(unknown, global.store.uri)));
+                                    word));
     }
-    throw usage_error(scrub_secrets(fmt::format("{}; see 'mongolock --help'", e.what()), global.store.uri));
+    throw usage_error(fmt::format("{}; see 'mongolock --help'", e.what()));
   }
 
-  if (config_opt->count() == 0 && env_set("MONGOLOCK_CONFIG") && !file_exists(std::getenv("MONGOLOCK_CONFIG"))) {
-    throw usage_error(fmt::format("MONGOLOCK_CONFIG names '{}', which is not a file", std::getenv("MONGOLOCK_CONFIG")));
+  // The config file, below the command line and the environment. Its read is bounded by the connect
+  // timeout as the command line or the environment give it (the file cannot bound its own read).
+  const auto file_timeout = parse_duration(texts.connect_timeout, "--connect-timeout");
+  UriLayer file_uri;
+  if (config_path) {
+    file_uri = apply_config_file(app, *config_path, "--config file", file_timeout);
+  } else if (env_set("MONGOLOCK_CONFIG")) {
+    file_uri = apply_config_file(app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout);
+  } else if (const auto path = default_config_file(); !path.empty()) {
+    file_uri = apply_config_file(app, path, "config file", file_timeout);
   }
   const auto level = verbosity(flags, verbose, quiet);
-  // --uri and --uri-file follow the precedence like every option: the one from the stronger source wins;
-  // both from the same source is an error.
-  const int uri_rank = source_rank(uri_on_command_line, "MONGOLOCK_URI", global.store.uri != StoreConfig{}.uri);
-  const int uri_file_rank = source_rank(uri_file_on_command_line, "MONGOLOCK_URI_FILE", !texts.uri_file.empty());
-  if (uri_file_rank > 0 && uri_file_rank == uri_rank) {
-    throw usage_error("--uri and --uri-file both given (MONGOLOCK_URI and MONGOLOCK_URI_FILE, or uri and uri-file in "
-                      "the config file); use one of them");
-  }
-  if (uri_file_rank > uri_rank) global.store.uri = read_uri_file(texts.uri_file);
-  log = Log(level, global.store.uri);
-  if (uri_on_command_line && !uri_password(global.store.uri).empty()) {
-    log.warning("the password in --uri is visible to other users (ps, shell history); use --uri-file or "
-                "MONGOLOCK_URI instead");
-  }
   global.store.connect_timeout = parse_duration(texts.connect_timeout, "--connect-timeout");
   global.takeover_grace = parse_duration(texts.grace, "--grace");
   global.store.count_commands = env_flag("MONGOLOCK_DEBUG_COMMANDS");
-  if (command && !run_cmd->parsed()) {
-    throw usage_error("'--' and a command go with 'run' only: mongolock run NAME -- CMD [ARGS...]");
+
+  const auto uri_source = choose_uri_source({uri_text, uri_file_text}, environment_uri_layer(), file_uri);
+  if (uri_source.kind == UriSource::Kind::uri) global.store.uri = uri_source.value;
+  if (uri_source.kind == UriSource::Kind::uri_file) {
+    const auto what = uri_source.layer == "command line"  ? "--uri-file"
+                      : uri_source.layer == "environment" ? "MONGOLOCK_URI_FILE"
+                                                          : "uri-file of the config file";
+    global.store.uri = read_uri_file(uri_source.value, what, global.store.connect_timeout);
+  }
+  log = Log(level, global.store.uri);
+  if (uri_source.kind == UriSource::Kind::uri && uri_source.layer == "command line" &&
+      !uri_password(global.store.uri).empty()) {
+    log.warning("the password in --uri is visible to other users (ps, shell history); use --uri-file or "
+                "MONGOLOCK_URI instead");
+  }
+  for (const auto* process : {&acquire.process, &release.process, &renew.process}) {
+    if (*process) validate_printable_text(**process, "--process");
   }
 
   if (acquire_cmd->parsed()) {

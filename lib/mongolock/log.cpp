@@ -1,10 +1,12 @@
 #include <mongolock/log.hpp>
+#include <mongolock/text.hpp>
 #include <mongolock/uri.hpp>
 
-#include <algorithm>
 #include <cstdio>
 
 namespace mongolock {
+
+std::string printable_message(std::string_view message) { return printable(redact_text(message)); }
 
 Log::Log(Verbosity verbosity, std::string uri)
     : m_verbosity(verbosity), m_uri(std::move(uri)), m_start(std::chrono::steady_clock::now()) {}
@@ -18,10 +20,7 @@ void Log::write(std::string_view prefix, std::string_view message) const {
       body.replace(pos, m_uri.size(), redact_uri(m_uri));
     }
   }
-  // One line per message: server messages may span several.
-  std::replace(body.begin(), body.end(), '\n', ' ');
-  std::replace(body.begin(), body.end(), '\r', ' ');
-  const auto line = fmt::format("mongolock: {}{}\n", prefix, body);
+  const auto line = fmt::format("mongolock: {}{}\n", prefix, printable_message(body));
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

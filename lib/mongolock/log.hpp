@@ -11,11 +11,16 @@ namespace mongolock {
 
 enum class Verbosity { quiet, normal, verbose };
 
-// Writes "mongolock: ..." lines to stderr, one line per message (line breaks inside become spaces).
+// What becomes of every message before it is printed: any URI in it redacted (redact_text(): any
+// scheme's password, the secret options), then escaped to one printable line (printable(): control
+// characters, C1 controls and invalid UTF-8 as \t, \n, \r or \xNN). The one path of every stderr line.
+[[nodiscard]] std::string printable_message(std::string_view message);
+
+// Writes "mongolock: ..." lines to stderr, one line per message, each passed through printable_message().
 // Passwords: text from the driver or server is scrubbed where it enters (scrub(), scrub_secrets());
-// every line is also cleared of the raw URI, as a last guard. Our own words are never scrubbed, so a
-// password that is an ordinary word ("error") cannot mangle them. Safe to use from several threads:
-// each line is one write.
+// every line is also cleared of the raw configured URI and of any other URI's password, as a last guard. Our own words
+// are never scrubbed, so a password that is an ordinary word ("error") cannot mangle them. Safe to use from several
+// threads: each line is one write.
 class Log {
 public:
   explicit Log(Verbosity verbosity = Verbosity::normal, std::string uri = {});

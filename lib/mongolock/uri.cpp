@@ -1,4 +1,7 @@
+#include <mongolock/error.hpp>
 #include <mongolock/uri.hpp>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -120,6 +123,31 @@ std::string redact_uri(std::string_view uri) {
   return out;
 }
 
+std::string redact_text(std::string_view text) {
+  const auto is_scheme_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+           c == '.';
+  };
+  // A URI in free text ends at white space or a control character; quotes and punctuation around it stay
+  // part of it, which redact_uri() leaves alone (they are not in the userinfo).
+  const auto is_end = [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == '\x7f'; };
+  std::string out;
+  std::size_t pos = 0;
+  for (auto sep = text.find("://"); sep != std::string_view::npos; sep = text.find("://", pos)) {
+    auto start = sep;
+    while (start > pos && is_scheme_char(text[start - 1]))
+      --start;
+    auto end = sep + 3;
+    while (end < text.size() && !is_end(text[end]))
+      ++end;
+    out.append(text.substr(pos, start - pos));
+    out += redact_uri(text.substr(start, end - start));
+    pos = end;
+  }
+  out.append(text.substr(pos));
+  return out;
+}
+
 std::string uri_password(std::string_view uri) {
   const auto span = find_password(uri);
   return percent_decode(uri.substr(span.begin, span.end - span.begin));
@@ -146,6 +174,29 @@ std::string scrub_secrets(std::string message, std::string_view uri) {
     }
   }
   return message;
+}
+
+UriSource choose_uri_source(const UriLayer& command_line, const UriLayer& environment, const UriLayer& config_file) {
+  struct Named {
+    const UriLayer& layer;
+    const char* name;
+    const char* uri;
+    const char* uri_file;
+  };
+  const Named layers[] = {{command_line, "command line", "--uri", "--uri-file"},
+                          {environment, "environment", "MONGOLOCK_URI", "MONGOLOCK_URI_FILE"},
+                          {config_file, "config file", "uri", "uri-file"}};
+  for (const auto& l : layers) {
+    if (l.layer.uri && l.layer.uri_file) {
+      throw usage_error(fmt::format("{} and {} both given ({}); give one of them: the URI or the file that holds it",
+                                    l.uri, l.uri_file, l.name));
+    }
+  }
+  for (const auto& l : layers) {
+    if (l.layer.uri) return UriSource{UriSource::Kind::uri, *l.layer.uri, l.name};
+    if (l.layer.uri_file) return UriSource{UriSource::Kind::uri_file, *l.layer.uri_file, l.name};
+  }
+  return {};
 }
 
 } // namespace mongolock

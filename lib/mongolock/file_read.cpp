@@ -1,0 +1,91 @@
+#include <mongolock/error.hpp>
+#include <mongolock/file_read.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mongolock {
+
+namespace {
+
+const char* type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISFIFO(mode)) return "a pipe";
+  return "not a regular file";
+}
+
+bool allowed(mode_t mode, FileKind kind) {
+  return S_ISREG(mode) || (kind == FileKind::regular_or_pipe && S_ISFIFO(mode));
+}
+
+class Fd {
+public:
+  explicit Fd(int fd) : m_fd(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (m_fd >= 0) close(m_fd);
+  }
+  [[nodiscard]] int get() const { return m_fd; }
+
+private:
+  int m_fd;
+};
+
+} // namespace
+
+std::string read_bounded_file(const std::string& path, std::string_view what, FileKind kind, Millis timeout) {
+  const auto fail = [&](std::string_view why) {
+    return usage_error(fmt::format("cannot read {} '{}': {}", what, path, why));
+  };
+  const auto check = [&](const struct stat& st) {
+    if (!allowed(st.st_mode, kind)) {
+      throw fail(fmt::format("it is {}; it must be a regular file{}", type_name(st.st_mode),
+                             kind == FileKind::regular_or_pipe ? " or a pipe" : ""));
+    }
+    if (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > k_max_file_bytes) {
+      throw fail(fmt::format("it is {} bytes long; the limit is 64 KiB", st.st_size));
+    }
+  };
+  struct stat st {};
+  if (path.empty()) throw usage_error(fmt::format("empty {} name; give a path", what));
+  if (stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
+  check(st);
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (fd.get() < 0) throw fail(std::strerror(errno));
+  if (fstat(fd.get(), &st) != 0) throw fail(std::strerror(errno));
+  check(st); // what was opened, in case the path changed since stat()
+
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string content;
+  char buf[8192];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    pollfd pfd{.fd = fd.get(), .events = POLLIN, .revents = 0};
+    const int ready = left.count() > 0 ? poll(&pfd, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) throw fail(std::strerror(errno));
+    if (ready == 0) {
+      throw fail(fmt::format("it did not end within {} (the connect timeout); a pipe must be closed by its writer",
+                             format_duration(timeout)));
+    }
+    const auto n = read(fd.get(), buf, sizeof buf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n < 0) throw fail(std::strerror(errno));
+    if (n == 0) return content;
+    content.append(buf, static_cast<std::size_t>(n));
+    if (content.size() > k_max_file_bytes) throw fail("it is longer than 64 KiB");
+  }
+}
+
+} // namespace mongolock

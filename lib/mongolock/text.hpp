@@ -1,0 +1,33 @@
+// Text that reaches a terminal or a log: UTF-8 decoding and escaping to one printable line.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace mongolock {
+
+// Decodes the UTF-8 sequence that starts at s[i] (RFC 3629: shortest form only, no surrogates, at most
+// U+10FFFF). Returns its length in bytes and sets `code_point`, or returns 0 when it is not valid UTF-8
+// (also when the sequence is cut off by the end of `s`). Requires i < s.size(). Never throws.
+[[nodiscard]] std::size_t decode_utf8(std::string_view s, std::size_t i, char32_t& code_point);
+
+// True for the code points that move a terminal instead of showing a character: the C0 controls
+// U+0000-U+001F, DEL U+007F and the C1 controls U+0080-U+009F.
+[[nodiscard]] constexpr bool is_control(char32_t code_point) {
+  return code_point < 0x20 || (code_point >= 0x7f && code_point <= 0x9f);
+}
+
+// `text` as one printable line: tab, line feed and carriage return become "\t", "\n" and "\r"; every
+// other control character (is_control(); a C1 control as each of its two UTF-8 bytes) and every byte
+// that is not part of valid UTF-8 becomes "\xNN" (two lowercase hex digits). Valid printable UTF-8
+// passes unchanged. Used on every message mongolock prints (Log), so that names, commands and file
+// contents quoted in a message cannot inject terminal escapes or break the one-line format. Never throws
+// (but std::bad_alloc).
+[[nodiscard]] std::string printable(std::string_view text);
+
+// Checks that `text` (a value that is stored and printed later, such as a holder identity) is valid UTF-8
+// without control characters (is_control()). Throws Error (exit 64) naming `what` and the byte offset.
+void validate_printable_text(std::string_view text, std::string_view what);
+
+} // namespace mongolock
