@@ -368,6 +368,11 @@ int run_cli(std::vector<std::string> args, Log& log) {
                                     "list, break, doctor and init (see 'mongolock --help')",
                                     word));
     }
+    if (command && run_cmd->parsed() && run.names.empty()) {
+      throw usage_error("run has no lock name: after run, the first '--' starts the command, so "
+                        "'run -- NAME -- CMD' runs 'NAME -- CMD' without a name; write mongolock run NAME -- CMD "
+                        "(a lock name never starts with '-', so it never needs a '--' before it)");
+    }
     throw usage_error(fmt::format("{}; see 'mongolock --help'", e.what()));
   }
 

@@ -70,7 +70,7 @@ std::string read_bounded_file(const std::string& path, std::string_view what, Fi
   std::string content;
   char buf[8192];
   for (;;) {
-    const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
     pollfd pfd{.fd = fd.get(), .events = POLLIN, .revents = 0};
     const int ready = left.count() > 0 ? poll(&pfd, 1, static_cast<int>(left.count())) : 0;
     if (ready < 0 && errno == EINTR) continue;

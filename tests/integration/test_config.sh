@@ -200,11 +200,70 @@ unknown_key_refused() {
   name=$(lock_name)
   printf 'colection = "typo"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
-  assert_contains "$ERR" "colection"
-  printf '[acquire]\nttll = "1h"\n' >"$T/config"
+  assert_error_line "$T/config:1: unknown key 'colection' before any section (did you mean 'collection'?)"
+  printf '# ttl for acquire\n\n[acquire]\ntll = "1h"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
-  assert_contains "$ERR" "ttll"
+  assert_error_line "$T/config:4: unknown key 'tll' in [acquire] (did you mean 'ttl'?)"
+  # A command's option at the top, a global option in a section: refused, with where it belongs.
+  printf 'ttl = "1h"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:1: key 'ttl' does not belong before any section; set it under [acquire], [renew] or [run]"
+  printf '[run]\ndb = "x"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:2: key 'db' does not belong in [run]; set it before any section (a global option)"
+  printf '[acquir]\nttl = "1h"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:2: unknown section [acquir] of key 'ttl'"
+  assert_contains "$ERR" "(did you mean [acquire]?)"
+  # A key set twice, a key only the command line may set, a value the option refuses.
+  printf 'db = "a"\ncollection = "c"\ndb = "b"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:3: key 'db' is set again (first on line 1)"
+  printf '[break]\nforce = true\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" status "$name"
+  assert_error_line "$T/config:2: 'force' cannot be set in a config file"
+  printf 'config = "/etc/other"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" status "$name"
+  assert_error_line "$T/config:1: unknown key 'config'"
+  printf '\n[acquire]\nslots = "many"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:3: acquire.slots: "
+  # Binary content: named by line and column, never printed raw.
+  printf 'db = "ok"\ncollection = "\033[31m\351"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" status "$name"
+  assert_error_line "$T/config:2: control character 0x1b at column 15"
   assert_free "$name"
+}
+
+# The config file must be a regular file of at most 64 KiB: a device, a FIFO, a directory or a larger
+# file is refused at once (a FIFO without a writer never blocks), naming the file; --help and --version
+# read no file at all.
+config_file_bounded() {
+  local name f start
+  name=$(lock_name)
+  mkfifo "$T/fifo"
+  mkdir "$T/dir"
+  head -c 65537 /dev/zero | tr '\0' '#' >"$T/big"
+  for f in /dev/zero /dev/urandom "$T/fifo" "$T/dir" "$T/big"; do
+    start=$(now_ms)
+    expect_exit 64 -- mli --config "$f" status "$name"
+    assert_error_line "cannot read --config file '$f': "
+    expect_exit 64 -- isolated env MONGOLOCK_CONFIG="$f" "$MONGOLOCK_BIN" status "$name"
+    assert_error_line "cannot read config file (MONGOLOCK_CONFIG) '$f': "
+    (($(now_ms) - start < 5000)) || fail "--config $f took $(($(now_ms) - start)) ms"
+    expect_exit 0 -- mli --config "$f" --version
+    expect_exit 0 -- isolated env MONGOLOCK_CONFIG="$f" "$MONGOLOCK_BIN" --help
+    expect_exit 0 -- mli --config "$f" acquire --help
+  done
+  expect_exit 64 -- mli --config "$T/fifo" status "$name"
+  assert_error_line "it is a pipe; it must be a regular file"
+  expect_exit 64 -- mli --config "$T/big" status "$name"
+  assert_error_line "it is 65537 bytes long; the limit is 64 KiB"
+  # A discovered file that is not a regular file is refused, not silently skipped.
+  mkdir -p "$T/xdg/mongolock"
+  mkfifo "$T/xdg/mongolock/config"
+  expect_exit 64 -- mli status "$name"
+  assert_error_line "cannot read config file '$T/xdg/mongolock/config': it is a pipe"
 }
 
 uri_file_works() {
@@ -239,13 +298,101 @@ uri_file_hides_password() {
 }
 
 uri_file_errors() {
-  local name
+  local name f start
   name=$(lock_name)
   expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$T/missing" status "$name"
   assert_error_line "--uri-file"
   : >"$T/empty"
   expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$T/empty" status "$name"
   assert_error_line "empty"
+  # Never read for ever: devices and directories are refused, a pipe is read for at most the connect
+  # timeout, and 64 KiB at most.
+  mkfifo "$T/fifo"
+  mkdir "$T/dir"
+  { printf '%s\n' "$MONGOLOCK_TEST_URI"; head -c 65537 /dev/zero | tr '\0' '#'; } >"$T/big"
+  for f in /dev/zero /dev/urandom "$T/dir" "$T/big"; do
+    expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file "$f" status "$name"
+    assert_error_line "cannot read --uri-file '$f': "
+    expect_exit 64 -- env -u MONGOLOCK_URI MONGOLOCK_URI_FILE="$f" "$MONGOLOCK_BIN" status "$name"
+    assert_error_line "cannot read MONGOLOCK_URI_FILE '$f': "
+  done
+  start=$(now_ms)
+  expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --connect-timeout 500ms --uri-file "$T/fifo" status "$name"
+  assert_error_line "cannot read --uri-file '$T/fifo': it did not end within 500ms (the connect timeout)"
+  (($(now_ms) - start >= 500)) || fail "a FIFO without a writer ended before the connect timeout"
+  # A writer that never closes (yes): the timeout again, or the size bound, whichever comes first.
+  expect_exit 64 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --connect-timeout 2s --uri-file <(yes "$MONGOLOCK_TEST_URI") status "$name"
+  assert_error_line "longer than 64 KiB"
+  (($(now_ms) - start < 10000)) || fail "bounded reads took $(($(now_ms) - start)) ms"
+}
+
+# --uri-file may be a pipe: process substitution and /dev/stdin.
+uri_file_pipe() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file <(printf '%s\n' "$MONGOLOCK_TEST_URI") acquire "$name"
+  assert_held_by "$name" "$HOST:$BASHPID"
+  printf '%s\n' "$MONGOLOCK_TEST_URI" >"$T/uri"
+  expect_exit 0 -- env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file /dev/stdin release "$name" <"$T/uri"
+  assert_free "$name"
+  printf '%s\n' "$MONGOLOCK_TEST_URI" | env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --uri-file /dev/stdin acquire "$name" \
+    --process "$HOST:7" >"$OUT" 2>"$ERR" || fail_with "--uri-file /dev/stdin from a pipe failed" stderr "$ERR"
+  assert_held_by "$name" "$HOST:7"
+  # A FIFO with a writer is a pipe too.
+  mkfifo "$T/fifo"
+  printf '%s\n' "$MONGOLOCK_TEST_URI" >"$T/fifo" &
+  track $!
+  expect_exit 0 -- env -u MONGOLOCK_URI MONGOLOCK_URI_FILE="$T/fifo" "$MONGOLOCK_BIN" release "$name" --process "$HOST:7"
+  assert_free "$name"
+}
+
+# The one precedence rule for the server, in every combination of the three layers (nothing, uri,
+# uri-file or both in each): the command line, else the environment, else the config file; both in one
+# layer: 64 naming it. doctor prints the URI it used; each source's URI has its own appname.
+uri_precedence_all_combinations() {
+  local c e f sep args envs conf want tag combos=0
+  sep='?'
+  [[ $MONGOLOCK_TEST_URI == *\?* ]] && sep='&'
+  uri_of() { printf '%s%sappname=%s' "$MONGOLOCK_TEST_URI" "$sep" "$1"; }
+  for tag in cmd-file env-file conf-file; do uri_of "$tag" >"$T/$tag"; done
+  for c in none uri file both; do
+    for e in none uri file both; do
+      for f in none uri file both; do
+        combos=$((combos + 1))
+        args=() envs=() conf=""
+        case $c in uri | both) args+=(--uri "$(uri_of cmd-uri)") ;; esac
+        case $c in file | both) args+=(--uri-file "$T/cmd-file") ;; esac
+        case $e in uri | both) envs+=(MONGOLOCK_URI="$(uri_of env-uri)") ;; esac
+        case $e in file | both) envs+=(MONGOLOCK_URI_FILE="$T/env-file") ;; esac
+        case $f in uri | both) conf+="uri = \"$(uri_of conf-uri)\""$'\n' ;; esac
+        case $f in file | both) conf+="uri-file = \"$T/conf-file\""$'\n' ;; esac
+        printf '%s' "$conf" >"$T/config"
+        want=""
+        if [[ $c == both ]]; then
+          want="--uri and --uri-file both given (command line)"
+        elif [[ $e == both ]]; then
+          want="MONGOLOCK_URI and MONGOLOCK_URI_FILE both given (environment)"
+        elif [[ $f == both ]]; then
+          want="uri and uri-file both given (config file)"
+        fi
+        if [[ -n $want ]]; then
+          expect_exit 64 -- isolated env -u MONGOLOCK_URI "${envs[@]}" "$MONGOLOCK_BIN" --config "$T/config" "${args[@]}" doctor
+          assert_error_line "$want"
+          continue
+        fi
+        if [[ $c != none ]]; then tag=cmd-$c; elif [[ $e != none ]]; then tag=env-$e; elif [[ $f != none ]]; then tag=conf-$f; else tag=""; fi
+        if [[ -z $tag ]]; then
+          # No layer: the default URI (nothing listens there in the test set-up, or a real server does).
+          isolated env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --config "$T/config" --connect-timeout 300ms doctor >"$OUT" 2>"$ERR" || true
+          assert_contains "$OUT" "uri: mongodb://127.0.0.1:27017"
+          continue
+        fi
+        expect_exit 0 -- isolated env -u MONGOLOCK_URI "${envs[@]}" "$MONGOLOCK_BIN" --config "$T/config" "${args[@]}" doctor
+        assert_contains "$OUT" "appname=$tag"
+      done
+    done
+  done
+  assert_eq "$combos" 64 "combinations"
 }
 
 uri_and_uri_file_refused() {
@@ -325,10 +472,13 @@ run_case "\$XDG_CONFIG_HOME/mongolock/config and ~/.config/mongolock/config are 
 run_case "per-command sections: [acquire] ttl = \"1h\", [run] ttl" per_command_section
 run_case "a section applies to its own command only ([acquire] ttl vs [run] ttl)" sections_stay_separate
 run_case "a bad value in the config file: 64" bad_value_in_config
-run_case "an unknown key in the config file: 64" unknown_key_refused
+run_case "config errors name file, line and key (unknown key, misplaced key, section, twice, binary): 64" unknown_key_refused
+run_case "the config file: a regular file of at most 64 KiB; --help and --version read none" config_file_bounded
 run_case "--uri-file reads the URI (MONGOLOCK_URI_FILE too)" uri_file_works
 run_case "--uri-file: the password never appears in output" uri_file_hides_password
-run_case "--uri-file missing or empty: 64" uri_file_errors
+run_case "--uri-file missing, empty, a device, a FIFO without writer, endless or over 64 KiB: 64, bounded" uri_file_errors
+run_case "--uri-file may be a pipe: <(...), /dev/stdin, a FIFO with a writer" uri_file_pipe
+run_case "URI precedence in all 64 combinations of command line, environment and config file" uri_precedence_all_combinations
 run_case "--uri together with --uri-file: 64" uri_and_uri_file_refused
 run_case "--uri-file wins over MONGOLOCK_URI, --uri over MONGOLOCK_URI_FILE" uri_file_flag_over_environment
 run_case "--uri-file / MONGOLOCK_URI_FILE over uri in the config file, --uri over uri-file there" uri_flags_over_config_file

@@ -129,22 +129,51 @@ unknown_subcommand_named() {
   expect_usage "frobnicate" frobnicate
 }
 
-dashes_only_with_run() {
+# '--' ends the options for every command, as POSIX tools do: what follows is arguments, to which the
+# name rules apply; an argument a command does not take is an error.
+dashes_end_options() {
   local name
   name=$(lock_name)
-  expect_usage "'--' and a command go with 'run' only" acquire "$name" -- true
-  expect_usage "'--' and a command go with 'run' only" release "$name" -- true
-  expect_usage "'--' and a command go with 'run' only" status "$name" -- true
+  expect_exit 0 -- ml acquire -- "$name"
+  assert_held_by "$name" "$HOST:$BASHPID"
+  expect_exit 0 -- ml status -- "$name"
+  assert_contains "$OUT" "state: held"
+  expect_exit 0 -- ml release -- "$name"
+  assert_free "$name"
+  # A trailing '--' only ends the options.
+  expect_exit 0 -- ml acquire "$name" --
+  expect_exit 0 -- ml release "$name" --
+  # After '--' an option is an argument, and a name that looks like one meets the name rules.
+  expect_usage "lock name '-x' starts with '-'" acquire -- -x
+  expect_usage "lock name '--ttl' starts with '-'" status -- --ttl
+  expect_usage "not expected: " acquire -- "$name" --ttl 5s
+  assert_contains "$ERR" "--ttl"
   assert_free "$name"
 }
 
-# A trailing '--' with nothing after it is still a '--' with a command-less non-run command.
-trailing_dashes_refused() {
+# A command after '--' goes with run only: for the others it is an extra argument.
+dashes_command_only_with_run() {
   local name
   name=$(lock_name)
-  expect_usage "--" acquire "$name" --
+  expect_usage "not expected: true" acquire "$name" -- true
+  expect_usage "not expected: true" release "$name" -- true
+  expect_usage "not expected: true" status "$name" -- true
+  expect_usage "not expected: x" list -- x
   assert_free "$name"
-  expect_usage "--" status "$name" --
+}
+
+# run: the first '--' starts the command, so it cannot also end the options before the names; names never
+# start with '-', so they never need it.
+run_dashes() {
+  local name
+  name=$(lock_name)
+  expect_usage "run has no lock name" run -- "$name" -- touch "$T/ran"
+  expect_usage "run has no lock name" run -- -x -- touch "$T/ran"
+  [[ ! -e $T/ran ]] || fail "run started its command"
+  # Later '--' belong to the command.
+  expect_exit 0 -- ml run "$name" -- sh -c 'printf "%s|" "$@"' sh -- a --
+  assert_eq "$(cat "$OUT")" "--|a|--|" "the command's arguments"
+  assert_free "$name"
 }
 
 help() {
@@ -179,8 +208,9 @@ run_case "run --ttl below 1s and --kill-grace too long for the TTL: 64" run_ttl_
 run_case "unknown or bad options: 64" bad_options
 run_case "no subcommand / unknown subcommand: 64" subcommands
 run_case "an unknown subcommand is named in the error" unknown_subcommand_named
-run_case "'--' with a command after acquire/release/status: 64" dashes_only_with_run
-run_case "a trailing '--' after acquire/status: 64, no lock taken" trailing_dashes_refused
+run_case "'--' ends the options of every command; the name rules then apply" dashes_end_options
+run_case "a command after '--' goes with run only (64 for the others)" dashes_command_only_with_run
+run_case "run: the first '--' starts the command; 'run -- NAME -- CMD' is refused" run_dashes
 run_case "--help, -h, --version: 0" help
 run_case "usage errors leave an existing lock alone" usage_error_keeps_lock
 finish

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <mongolock/error.hpp>
 #include <mongolock/uri.hpp>
 
 #include <string>
@@ -193,6 +194,82 @@ TEST_CASE("Secret URI options are hidden, others are kept") {
   const auto message = scrub_secrets("token SESSTOK99, key KEYPASS99, AWS_SESSION_TOKEN%3ASESSTOK99", uri);
   CHECK(message.find("KEYPASS99") == std::string::npos);
   CHECK(message.find("SESSTOK99") == std::string::npos);
+}
+
+TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("UriText");
+
+TEST_CASE("redact_text redacts the password of every URI in a text, of any scheme") {
+  CHECK(redact_text("The following argument was not expected: mongodb://admin:S3cretPW@127.0.0.1:1") ==
+        "The following argument was not expected: mongodb://admin:***@127.0.0.1:1");
+  CHECK(redact_text("--uri=mongodb://a:pw1@h1 and 'postgres://b:pw2@h2/db'; x") ==
+        "--uri=mongodb://a:***@h1 and 'postgres://b:***@h2/db'; x");
+  CHECK(redact_text("mongodb+srv://u:p@c.example.net/?tlsCertificateKeyFilePassword=k") ==
+        "mongodb+srv://u:***@c.example.net/?tlsCertificateKeyFilePassword=***");
+  CHECK(redact_text("at mongodb://u:pa'ss\"w@h\tnext") == "at mongodb://u:***@h\tnext");
+  CHECK(redact_text("no URI here: user:pw@host") == "no URI here: user:pw@host");
+  CHECK(redact_text("mongodb://h:27017 is fine") == "mongodb://h:27017 is fine");
+  CHECK(redact_text("://x:y@z") == "://x:***@z");
+  CHECK(redact_text("") == "");
+}
+
+TEST_CASE("The URI's source: command line > environment > config file, uri or uri-file in each") {
+  // Every combination of the three layers, each giving nothing, a URI, a file or both.
+  enum Give { nothing, uri, file, both };
+  const auto layer = [](Give give, const std::string& tag) {
+    UriLayer l;
+    if (give == uri || give == both) l.uri = "mongodb://" + tag;
+    if (give == file || give == both) l.uri_file = "/" + tag;
+    return l;
+  };
+  const char* names[] = {"command line", "environment", "config file"};
+  int combinations = 0;
+  for (const Give c : {nothing, uri, file, both}) {
+    for (const Give e : {nothing, uri, file, both}) {
+      for (const Give f : {nothing, uri, file, both}) {
+        ++combinations;
+        CAPTURE(c);
+        CAPTURE(e);
+        CAPTURE(f);
+        const Give gives[] = {c, e, f};
+        if (c == both || e == both || f == both) {
+          CHECK_THROWS_AS((void)choose_uri_source(layer(c, "cmd"), layer(e, "env"), layer(f, "file")), Error);
+          continue;
+        }
+        const auto source = choose_uri_source(layer(c, "cmd"), layer(e, "env"), layer(f, "file"));
+        int winner = -1;
+        for (int i = 0; i < 3 && winner < 0; ++i) {
+          if (gives[i] != nothing) winner = i;
+        }
+        if (winner < 0) {
+          CHECK(source.kind == UriSource::Kind::none);
+          continue;
+        }
+        const std::string tag = winner == 0 ? "cmd" : winner == 1 ? "env" : "file";
+        CHECK(source.layer == names[winner]);
+        if (gives[winner] == uri) {
+          CHECK(source.kind == UriSource::Kind::uri);
+          CHECK(source.value == "mongodb://" + tag);
+        } else {
+          CHECK(source.kind == UriSource::Kind::uri_file);
+          CHECK(source.value == "/" + tag);
+        }
+      }
+    }
+  }
+  CHECK(combinations == 64);
+}
+
+TEST_CASE("Both in one layer names the layer and the two settings") {
+  const UriLayer both{"mongodb://h", "/f"};
+  CHECK_THROWS_WITH_AS((void)choose_uri_source({}, both, {}),
+                       "MONGOLOCK_URI and MONGOLOCK_URI_FILE both given (environment); give one of them: the URI or "
+                       "the file that holds it",
+                       Error);
+  CHECK_THROWS_WITH_AS((void)choose_uri_source({"mongodb://x", {}}, {}, both),
+                       "uri and uri-file both given (config file); give one of them: the URI or the file that holds it",
+                       Error);
 }
 
 TEST_SUITE_END();
