@@ -5,6 +5,7 @@
 #include <mongolock/locker.hpp>
 #include <mongolock/process.hpp>
 #include <mongolock/report.hpp>
+#include <mongolock/text.hpp>
 #include <mongolock/token.hpp>
 #include <mongolock/uri.hpp>
 
@@ -278,7 +279,7 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   std::vector<AcquireRequest> requests;
   for (const auto& name : names) {
     auto request = make_request(global, options.take, name, holder_identity(getpid()), options.ttl);
-    request.command = command_name(options.command.front());
+    request.command = printable(command_name(options.command.front())); // shown by status and list
     requests.push_back(std::move(request));
   }
   auto outcome = locker.acquire_all(requests, WaitPolicy{options.take.wait}, sleep_unless_signalled);

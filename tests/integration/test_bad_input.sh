@@ -20,5 +20,23 @@ generated_cases() {
   tail -n 1 "$T/report"
 }
 
+# What status and list print on stdout comes from stored documents: a holder given with --process and the
+# command's base name. Neither may carry a control character there.
+stored_fields_printable() {
+  local name cmd
+  name=$(lock_name)
+  expect_exit 64 -- ml acquire "$name" --process $'web1:\e[31m1'
+  assert_error_line "--process contains control character 0x1b at byte 5"
+  expect_exit 64 -- ml acquire "$name" --process $'web1:\xe9'
+  assert_error_line "--process is not valid UTF-8 at byte 5"
+  cmd=$T/$'sh\e[31m\r'
+  ln -s /bin/sh "$cmd"
+  expect_exit 0 -- ml run "$name" -- "$cmd" -c '"$MONGOLOCK_BIN" status "$MONGOLOCK_NAME"; "$MONGOLOCK_BIN" list'
+  assert_contains "$OUT" 'command: sh\x1b[31m\r'
+  ! LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' "$OUT" || fail_with "a control byte on stdout" stdout "$OUT"
+  assert_free "$name"
+}
+
+run_case "stored holder and command names print without control characters" stored_fields_printable
 run_case "$CASES generated hostile inputs (seed $SEED): bounded, documented exits, one error line, no secret, printable" generated_cases
 finish
