@@ -181,6 +181,7 @@ help() {
   assert_contains "$OUT" "Usage: mongolock"
   assert_contains "$OUT" "acquire"
   assert_contains "$OUT" "75 held"
+  assert_contains "$OUT" "URI: --uri or --uri-file > MONGOLOCK_URI or MONGOLOCK_URI_FILE > uri or uri-file in the config file"
   assert_empty "$ERR"
   expect_exit 0 -- ml run --help
   assert_contains "$OUT" "--ttl"
