@@ -395,20 +395,20 @@ int run_cli(std::vector<std::string> args, Log& log) {
   const auto uri_source = choose_uri_source({uri_text, uri_file_text}, environment_uri_layer(), file_uri);
   if (uri_source.kind == UriSource::Kind::uri) global.store.uri = uri_source.value;
   if (uri_source.kind == UriSource::Kind::uri_file) {
-    const auto what = uri_source.layer == "command line"  ? "--uri-file"
-                      : uri_source.layer == "environment" ? "MONGOLOCK_URI_FILE"
-                                                          : "uri-file of the config file";
+    const auto what = uri_source.setting == "uri-file" ? "uri-file of the config file" : uri_source.setting;
     global.store.uri = read_uri_file(uri_source.value, what, global.store.connect_timeout);
   }
   log = Log(level, global.store.uri);
-  if (uri_source.kind == UriSource::Kind::uri && uri_source.layer == "command line" &&
-      !uri_password(global.store.uri).empty()) {
+  if (uri_source.setting == "--uri" && !uri_password(global.store.uri).empty()) {
     log.warning("the password in --uri is visible to other users (ps, shell history); use --uri-file or "
                 "MONGOLOCK_URI instead");
   }
+  // Values that are stored or printed on stdout later (status, list, doctor): printable text only.
   for (const auto* process : {&acquire.process, &release.process, &renew.process}) {
     if (*process) validate_printable_text(**process, "--process");
   }
+  validate_printable_text(global.store.database, "--db");
+  validate_printable_text(global.store.collection, "--collection");
 
   if (acquire_cmd->parsed()) {
     acquire.ttl = duration_or(acquire_texts.ttl, "--ttl", k_default_acquire_ttl);

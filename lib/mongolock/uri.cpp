@@ -193,8 +193,8 @@ UriSource choose_uri_source(const UriLayer& command_line, const UriLayer& enviro
     }
   }
   for (const auto& l : layers) {
-    if (l.layer.uri) return UriSource{UriSource::Kind::uri, *l.layer.uri, l.name};
-    if (l.layer.uri_file) return UriSource{UriSource::Kind::uri_file, *l.layer.uri_file, l.name};
+    if (l.layer.uri) return UriSource{UriSource::Kind::uri, *l.layer.uri, l.name, l.uri};
+    if (l.layer.uri_file) return UriSource{UriSource::Kind::uri_file, *l.layer.uri_file, l.name, l.uri_file};
   }
   return {};
 }

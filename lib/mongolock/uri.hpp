@@ -37,12 +37,13 @@ struct UriLayer {
 };
 
 // The winner: kind none (no layer gives either: the default URI applies), uri (value is the URI) or
-// uri_file (value is the path); `layer` names the layer for messages ("command line", ...).
+// uri_file (value is the path); `layer` and `setting` name where it came from, for messages.
 struct UriSource {
   enum class Kind { none, uri, uri_file };
   Kind kind = Kind::none;
   std::string value;
-  std::string layer;
+  std::string layer;   // "command line", "environment" or "config file"
+  std::string setting; // what gave it: "--uri", "MONGOLOCK_URI_FILE", "uri-file", ...
 };
 
 // The one precedence rule for the URI: the command line, else the environment, else the config file,

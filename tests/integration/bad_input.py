@@ -386,6 +386,7 @@ class Case:
                     problems.append(f"a C1 control on {label}")
             except UnicodeDecodeError:
                 problems.append(f"invalid UTF-8 on {label}")
+        rss = 0
         try:
             with open(rss_file) as f:
                 rss = int(f.read().strip().splitlines()[-1])
@@ -394,7 +395,7 @@ class Case:
         except (OSError, ValueError, IndexError):
             if not timed_out:
                 problems.append("no RSS figure from GNU time")
-        return problems, rc, out, err, took
+        return problems, rc, out, err, took, rss
 
 
 def main():
@@ -405,7 +406,7 @@ def main():
     parser.add_argument("--collection", default="t_bad_input")
     parser.add_argument("--mark", default="")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--cases", type=int, default=600)
+    parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--closed-port", type=int, required=True)
     args = parser.parse_args()
@@ -415,11 +416,13 @@ def main():
     failed = 0
     codes = {}
     slowest = 0.0
+    peak_rss = 0
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for case, result in zip(cases, pool.map(lambda c: c.run(args.bin), cases)):
-            problems, rc, out, err, took = result
+            problems, rc, out, err, took, rss = result
             codes[rc] = codes.get(rc, 0) + 1
             slowest = max(slowest, took)
+            peak_rss = max(peak_rss, rss)
             if problems:
                 failed += 1
                 print(f"FAIL: seed {args.seed} case {case.number}: {'; '.join(problems)}")
@@ -430,7 +433,7 @@ def main():
     total = time.monotonic() - start
     summary = ", ".join(f"{code}: {n}" for code, n in sorted(codes.items()))
     print(f"bad input: {args.cases} cases (seed {args.seed}), {failed} failed, {total:.1f} s "
-          f"(slowest case {slowest:.1f} s); exit codes {summary}")
+          f"(slowest case {slowest:.1f} s, peak RSS {peak_rss} KiB); exit codes {summary}")
     # The cases must reach every layer: some pass (the server is used), some are refused.
     for code, least in ((0, args.cases // 20), (64, args.cases // 5)):
         if codes.get(code, 0) < least:

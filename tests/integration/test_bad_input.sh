@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bad input: a seeded generator (bad_input.py) of hostile argument vectors, environments, config files
-# and URI files, at least 500 cases per run with a fixed seed, each checked for: ends within 10 s, a
+# and URI files, 2000 cases per run (at least 500) with a fixed seed, each checked for: ends within 10 s, a
 # documented exit code (never 70), exactly one "mongolock: error:" line on an error exit, no planted
 # password in any output, no raw control byte or invalid UTF-8 in any output, peak RSS under 64 MiB.
 # MONGOLOCK_BAD_INPUT_SEED and MONGOLOCK_BAD_INPUT_CASES change the seed and the count (e.g. to
@@ -8,7 +8,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 SEED=${MONGOLOCK_BAD_INPUT_SEED:-7}
-CASES=${MONGOLOCK_BAD_INPUT_CASES:-600}
+CASES=${MONGOLOCK_BAD_INPUT_CASES:-2000}
 CLOSED_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 generated_cases() {
@@ -20,8 +20,9 @@ generated_cases() {
   tail -n 1 "$T/report"
 }
 
-# What status and list print on stdout comes from stored documents: a holder given with --process and the
-# command's base name. Neither may carry a control character there.
+# What status, list and doctor print on stdout comes from stored documents and options: a holder given
+# with --process, the command's base name, the database and collection. None may carry a control
+# character there.
 stored_fields_printable() {
   local name cmd
   name=$(lock_name)
@@ -29,6 +30,10 @@ stored_fields_printable() {
   assert_error_line "--process contains control character 0x1b at byte 5"
   expect_exit 64 -- ml acquire "$name" --process $'web1:\xe9'
   assert_error_line "--process is not valid UTF-8 at byte 5"
+  expect_exit 64 -- ml --db $'ops\e[2J' doctor
+  assert_error_line "--db contains control character 0x1b at byte 3"
+  expect_exit 64 -- env MONGOLOCK_COLLECTION=$'locks\xc0\xaf' "$MONGOLOCK_BIN" list
+  assert_error_line "--collection is not valid UTF-8 at byte 5"
   cmd=$T/$'sh\e[31m\r'
   ln -s /bin/sh "$cmd"
   expect_exit 0 -- ml run "$name" -- "$cmd" -c '"$MONGOLOCK_BIN" status "$MONGOLOCK_NAME"; "$MONGOLOCK_BIN" list'

@@ -224,6 +224,7 @@ TEST_CASE("The URI's source: command line > environment > config file, uri or ur
     return l;
   };
   const char* names[] = {"command line", "environment", "config file"};
+  const char* settings[3][2] = {{"--uri", "--uri-file"}, {"MONGOLOCK_URI", "MONGOLOCK_URI_FILE"}, {"uri", "uri-file"}};
   int combinations = 0;
   for (const Give c : {nothing, uri, file, both}) {
     for (const Give e : {nothing, uri, file, both}) {
@@ -248,6 +249,7 @@ TEST_CASE("The URI's source: command line > environment > config file, uri or ur
         }
         const std::string tag = winner == 0 ? "cmd" : winner == 1 ? "env" : "file";
         CHECK(source.layer == names[winner]);
+        CHECK(source.setting == settings[winner][gives[winner] == uri ? 0 : 1]);
         if (gives[winner] == uri) {
           CHECK(source.kind == UriSource::Kind::uri);
           CHECK(source.value == "mongodb://" + tag);
