@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configuration: precedence flag > MONGOLOCK_* environment > config file > default (shown with -E and
 # --collection); the config file from --config, MONGOLOCK_CONFIG, $XDG_CONFIG_HOME/mongolock/config and
-# ~/.config/mongolock/config; per-command sections; unknown keys and missing files are usage errors;
+# ~/.config/mongolock/config; per-command sections; config errors name file, line and key; the config
+# file and --uri-file are read with a bound; one URI precedence rule (all 64 combinations);
 # --uri-file keeps the password out of argv and output; a password in --uri draws a warning.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -434,8 +435,8 @@ uri_flags_over_config_file() {
   expect_exit 69 -- isolated env -u MONGOLOCK_URI "$MONGOLOCK_BIN" --config "$T/config-file" status "$name"
 }
 
-# The issue's precedence, env > file, for the server too: MONGOLOCK_URI wins over uri-file in the config
-# file (the man page documents the opposite: with uri-file in the config file, MONGOLOCK_URI has no effect).
+# The one precedence rule, env > file, for the server too: MONGOLOCK_URI wins over uri-file in the config
+# file.
 uri_env_over_config_uri_file() {
   local name
   name=$(lock_name)
