@@ -15,7 +15,10 @@ namespace mongolock {
 
 // CLI11's App, able to apply one config item after the command line and the environment were parsed,
 // the way CLI11 applies a config file: only to an option that has no value yet (so the command line and
-// the environment win), with the option's conversion and checks.
+// the environment win), with the option's conversion and checks. Uses CLI11's own protected
+// _parse_single_config() and _process_callbacks() (CLI11 2.1, Debian's libcli11-dev): CLI11 has no public
+// call that applies config items next to a command line, and its set_config() would open the file itself,
+// unbounded and before --help/--version.
 class App : public CLI::App {
 public:
   using CLI::App::App;
