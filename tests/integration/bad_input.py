@@ -4,7 +4,7 @@ files, each run against mongolock and checked.
 
 Every case must: end within 10 s; exit with a documented code (0, 1, 64, 65, 69, 75, 76, 124, 126, 127,
 an -E code the case gave, or the status of the case's own run command; never 70); print exactly one
-"mongolock: error:" line when it exits 64, 65 or 69 (none when it exits 0); never print a planted
+"mongolock: error:" line when it exits 64, 65, 69, 126 or 127 (none when it exits 0); never print a planted
 password; never print a raw control byte or invalid UTF-8; peak RSS under 64 MiB (GNU time).
 
 Usage: bad_input.py --bin MONGOLOCK --uri TEST_URI --tmp DIR [--seed N] [--cases N] [--jobs N]
@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 TIME_LIMIT_S = 10
 RSS_LIMIT_KIB = 64 * 1024
 DOCUMENTED = {0, 1, 64, 65, 69, 75, 76, 124, 126, 127}
-ERROR_CODES = {64, 65, 69}
+ERROR_CODES = {64, 65, 69, 126, 127}  # (126, 127: no run command of the generator exits so itself)
 RUN_ONLY = {76, 124, 126, 127}
 COMMANDS = ["acquire", "release", "renew", "run", "status", "list", "break", "doctor", "init"]
 CONTROL = ["\x1b[31m", "\r", "\n", "\t", "\x00", "\x07", "\x1e", "\x7f", "\xc2\x85", "\xc2\x9b", "\x08"]
