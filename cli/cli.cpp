@@ -1,4 +1,5 @@
 #include "cli.hpp"
+#include "completion.hpp"
 #include "config.hpp"
 
 #include <mongolock/commands.hpp>
@@ -7,6 +8,7 @@
 #include <mongolock/file_read.hpp>
 #include <mongolock/text.hpp>
 #include <mongolock/uri.hpp>
+#include <mongolock/version.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -18,8 +20,6 @@
 namespace mongolock {
 
 namespace {
-
-constexpr const char* k_version = "0.2.0";
 
 // The environment variable of option --long-name: MONGOLOCK_LONG_NAME.
 std::string env_for(std::string_view long_name) {
@@ -234,7 +234,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
   App app{"mongolock: keep jobs from running twice at once across machines, with a lock in MongoDB.", "mongolock"};
   app.require_subcommand(1);
   app.fallthrough();
-  app.set_version_flag("--version", k_version);
+  app.set_version_flag("--version", fmt::format("mongolock {} (libmongoc {})", k_version, driver_version()));
   // The config file is read after parsing (apply_config_file()), so that --help and --version read no file.
   Text config_path;
   app.add_option("--config", config_path,
@@ -335,6 +335,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
   ListOptions list;
   auto* list_cmd = app.add_subcommand("list", "List every held lock");
   list_cmd->add_flag("--json", list.json, "Print JSON");
+  list_cmd->add_flag("--names", list.names, "Print only the names of the held locks, one per line");
 
   BreakOptions brk;
   auto* break_cmd = app.add_subcommand("break", "Remove a lock whoever holds it (needs --force; logged)");
@@ -344,6 +345,12 @@ int run_cli(std::vector<std::string> args, Log& log) {
 
   auto* doctor_cmd = app.add_subcommand("doctor", "Check the connection, server, clock offset, index and write access");
   auto* init_cmd = app.add_subcommand("init", "Create the indexes up front (unique program; TTL where supported)");
+
+  std::string shell;
+  auto* completion_cmd = app.add_subcommand("completion", "Print the shell completion script for bash, zsh or fish");
+  completion_cmd->add_option("SHELL", shell, "bash, zsh or fish")
+      ->required()
+      ->check(CLI::IsMember(completion_shells()));
 
   // What the command line itself says, before parse() consumes args (run's command excluded).
   const auto command = split_command(args);
@@ -365,7 +372,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
     // (Log redacts any URI in these messages and escapes what is not printable.)
     if (unknown && app.get_subcommands().empty()) {
       throw usage_error(fmt::format("unknown command '{}'; the commands are acquire, release, renew, run, status, "
-                                    "list, break, doctor and init (see 'mongolock --help')",
+                                    "list, break, doctor, init and completion (see 'mongolock --help')",
                                     word));
     }
     if (command && run_cmd->parsed() && run.names.empty()) {
@@ -374,6 +381,12 @@ int run_cli(std::vector<std::string> args, Log& log) {
                         "(a lock name never starts with '-', so it never needs a '--' before it)");
     }
     throw usage_error(fmt::format("{}; see 'mongolock --help'", e.what()));
+  }
+
+  // The completion script comes from the definition alone: no config file, no server.
+  if (completion_cmd->parsed()) {
+    fmt::print("{}", completion_script(app, shell, {"release", "renew", "status", "break"}));
+    return k_exit_ok;
   }
 
   // The config file, below the command line and the environment. Its read is bounded by the connect

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <syslog.h>
 #include <thread>
 #include <unistd.h>
@@ -353,6 +354,14 @@ int list_command(const GlobalOptions& global, const ListOptions& options, Log& l
   Locker locker(store, log);
   auto locks = views(locker, store.list());
   std::erase_if(locks, [](const LockView& v) { return !is_live(v); });
+  if (options.names) {
+    std::set<std::string> names;
+    for (const auto& view : locks)
+      names.insert(view.lock.name);
+    for (const auto& name : names)
+      fmt::print("{}\n", name);
+    return k_exit_ok;
+  }
   fmt::print("{}", options.json ? list_json(locks) : list_text(locks));
   return k_exit_ok;
 }

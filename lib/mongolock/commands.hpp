@@ -71,6 +71,7 @@ struct StatusOptions {
 
 struct ListOptions {
   bool json = false;
+  bool names = false; // --names: only the names of the held locks, one per line, each once (for completion)
 };
 
 struct BreakOptions {

@@ -699,4 +699,6 @@ std::vector<LockRecord> MongoStore::list(std::optional<std::string_view> name) {
   return locks;
 }
 
+std::string driver_version() { return mongoc_get_version(); }
+
 } // namespace mongolock

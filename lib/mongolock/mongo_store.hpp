@@ -25,6 +25,9 @@ struct StoreConfig {
 // A LockStore on one MongoDB deployment. Every write uses write concern {w: "majority", j: true}: a w:1
 // write can be rolled back on failover and hand the lock to two holders. Not thread-safe: use it from one
 // thread at a time (run hands it to its heartbeat thread and takes it back afterwards).
+// The version of libmongoc this program runs with (mongoc_get_version()), e.g. "1.23.1"; for --version.
+[[nodiscard]] std::string driver_version();
+
 class MongoStore final : public LockStore {
 public:
   // Parses and checks the URI and options; connects lazily, on first use. Throws Error (exit 64) for an

@@ -166,7 +166,12 @@ help_and_version() {
   assert_contains "$OUT" "acquire"
   assert_empty "$ERR"
   expect_exit 0 -- ml --version
-  [[ $(cat "$OUT") =~ ^(mongolock\ )?[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail_with "--version" stdout "$OUT"
+  # The version is written once, in CMakeLists.txt's project(); --version adds libmongoc's.
+  local version
+  version=$(sed -n 's/^project(mongolock VERSION \([0-9.]*\) .*/\1/p' "$REPO_ROOT/CMakeLists.txt")
+  [[ -n $version ]] || fail "no project(mongolock VERSION ...) in CMakeLists.txt"
+  [[ $(cat "$OUT") =~ ^mongolock\ ${version//./\\.}\ \(libmongoc\ [0-9]+\.[0-9]+\.[0-9]+\)$ ]] ||
+    fail_with "--version is not mongolock $version (libmongoc X.Y.Z)" stdout "$OUT"
   expect_exit 0 -- ml run --help
   assert_contains "$OUT" "--timeout"
 }
