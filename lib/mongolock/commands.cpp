@@ -307,9 +307,18 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   const auto slots = join(locks, [](const LockRecord& l) { return l.slot > 0 ? fmt::format("{}", l.slot) : ""; });
   env.emplace_back("MONGOLOCK_FENCE", options.take.fence ? fences : std::string());
   env.emplace_back("MONGOLOCK_SLOT", options.take.slots > 1 ? slots : std::string());
+  ChildSpec spec;
+  spec.argv = options.command;
+  spec.env = std::move(env);
+  spec.signal_mask = signals.previous();
+  if (policy.on_lost != OnLost::ignore) {
+    // The guardian's watchdog: armed from the start with the acquisition's deadline.
+    spec.deadline = lease_deadline(store, locks, policy.lease);
+    spec.kill_grace = policy.on_lost == OnLost::term ? policy.lease.kill_grace : Millis(0);
+  }
   std::optional<Child> child;
   try {
-    child.emplace(Child::spawn(ChildSpec{options.command, std::move(env), signals.previous()}));
+    child.emplace(Child::spawn(spec));
   } catch (const Error&) {
     release_after_run(locker, locks, log);
     throw;
@@ -321,10 +330,12 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   if (result.lease_lost) {
     // The job has ended (or, with --on-lost ignore, ran to its end): give back the locks still held
     // (another name of a multi-name run; the lost one is normally gone). Releases name the _id and token,
-    // so they never touch another holder's lock. When the server stopped answering, trying would only
-    // wait for server selection again: the leases end on their own.
-    if (result.server_silent) {
-      log.info("not releasing: the server did not answer; the leases end on their own");
+    // so they never touch another holder's lock. When the lease ran out (the server did not answer in
+    // time, or mongolock did not run), trying would only delay the exit: the leases end on their own.
+    if (result.stalled) {
+      log.info("not releasing: the lease ran out while mongolock did not run; the leases end on their own");
+    } else if (result.ran_out) {
+      log.info("not releasing: no renewal succeeded in time; the leases end on their own");
     } else {
       release_after_run(locker, locks, log, /*lease_lost=*/true);
     }

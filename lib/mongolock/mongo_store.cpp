@@ -298,10 +298,17 @@ struct MongoStore::Impl {
   Bson write_opts;      // {writeConcern: {w: "majority", j: true, wtimeout}}
   std::optional<ServerClock> clock;
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
+  Millis connect_limit{0};           // the current client's connectTimeoutMS = serverSelectionTimeoutMS
+  Millis socket_limit{0};            // the current client's socketTimeoutMS
+  mutable bool failed = false;       // a call of the current client failed
 
   Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
   ~Impl() {
     collection.reset();
+    fences.reset();
+    // endSessions only to a server that answered the last call: after a failure it could block the exit
+    // for a whole socket timeout (a server that accepts connections and never answers).
+    if (failed && client) mongoc_client_reset(client.get());
     client.reset(); // may send endSessions, which is counted too
     if (config.count_commands) log.diagnostic(fmt::format("server commands: {}", monitor.summary()));
   }
@@ -313,11 +320,13 @@ struct MongoStore::Impl {
   }
 
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
+    failed = true;
     throw unavailable_error(fmt::format("{} on {} failed: {}", what, namespace_name, driver_text(error)));
   }
 
   // For server commands that concern no collection (hello, buildInfo).
   [[noreturn]] void fail_server(std::string_view what, const bson_error_t& error) const {
+    failed = true;
     throw unavailable_error(fmt::format("{} on {} failed: {}", what, redact_uri(config.uri), driver_text(error)));
   }
 
@@ -340,6 +349,10 @@ struct MongoStore::Impl {
     }
   }
 
+  // (Re)creates the client, collection handles and monitoring: connectTimeoutMS and
+  // serverSelectionTimeoutMS `connect`, socketTimeoutMS `socket` (at least 1ms each).
+  void open_client(Millis connect, Millis socket);
+
   // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
   // the handshake on first use, then the driver's periodic server checks (heartbeatFrequencyMS).
   void refresh_clock();
@@ -355,31 +368,12 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
     throw usage_error(fmt::format("invalid --uri '{}': {}; expected mongodb://[user:password@]host[:port][/?options]",
                                   redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
   }
-  mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, to_int32_ms(config.connect_timeout));
-  mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                                 to_int32_ms(config.connect_timeout));
-  mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, to_int32_ms(config.operation_timeout));
   if (config.server_check_interval) {
     mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS,
                                    to_int32_ms(std::max(*config.server_check_interval, Millis(500))));
   }
   if (mongoc_uri_get_appname(impl.uri.get()) == nullptr) mongoc_uri_set_appname(impl.uri.get(), "mongolock");
-
-  impl.client.reset(mongoc_client_new_from_uri_with_error(impl.uri.get(), &error));
-  if (!impl.client) {
-    throw usage_error(
-        fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
-  }
-  mongoc_client_set_error_api(impl.client.get(), MONGOC_ERROR_API_VERSION_2);
-  if (config.count_commands || log.verbosity() == Verbosity::verbose) {
-    ApmCallbacksPtr callbacks(mongoc_apm_callbacks_new());
-    mongoc_apm_set_command_started_cb(callbacks.get(), on_command_started);
-    mongoc_apm_set_command_succeeded_cb(callbacks.get(), on_command_succeeded);
-    mongoc_apm_set_command_failed_cb(callbacks.get(), on_command_failed);
-    mongoc_client_set_apm_callbacks(impl.client.get(), callbacks.get(), &impl.monitor);
-  }
-  impl.collection.reset(
-      mongoc_client_get_collection(impl.client.get(), config.database.c_str(), config.collection.c_str()));
+  impl.open_client(config.connect_timeout, config.operation_timeout);
 
   WriteConcernPtr write_concern(mongoc_write_concern_new());
   mongoc_write_concern_set_wmajority(write_concern.get(),
@@ -390,12 +384,52 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
 
 MongoStore::~MongoStore() = default;
 
+void MongoStore::Impl::open_client(Millis connect, Millis socket) {
+  connect_limit = std::max(connect, Millis(1));
+  socket_limit = std::max(socket, Millis(1));
+  mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, to_int32_ms(connect_limit));
+  mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS, to_int32_ms(connect_limit));
+  mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, to_int32_ms(socket_limit));
+  fences.reset();
+  collection.reset();
+  failed = false;
+  if (client) {
+    // No endSessions to a server that may not answer: that would block for up to the old timeouts.
+    mongoc_client_reset(client.get());
+    client.reset();
+  }
+  bson_error_t error;
+  client.reset(mongoc_client_new_from_uri_with_error(uri.get(), &error));
+  if (!client) {
+    throw usage_error(
+        fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
+  }
+  mongoc_client_set_error_api(client.get(), MONGOC_ERROR_API_VERSION_2);
+  if (config.count_commands || log.verbosity() == Verbosity::verbose) {
+    ApmCallbacksPtr callbacks(mongoc_apm_callbacks_new());
+    mongoc_apm_set_command_started_cb(callbacks.get(), on_command_started);
+    mongoc_apm_set_command_succeeded_cb(callbacks.get(), on_command_succeeded);
+    mongoc_apm_set_command_failed_cb(callbacks.get(), on_command_failed);
+    mongoc_client_set_apm_callbacks(client.get(), callbacks.get(), &monitor);
+  }
+  collection.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), config.collection.c_str()));
+}
+
+void MongoStore::reconnect(Millis limit) {
+  auto& impl = *m_impl;
+  const auto connect = std::min(impl.config.connect_timeout, limit / 2);
+  impl.open_client(connect, std::min(impl.config.operation_timeout, limit - connect));
+  impl.log.debugf("new connection: connect and handshake within {}, the command within {}",
+                  format_duration(impl.connect_limit), format_duration(impl.socket_limit));
+}
+
 void MongoStore::Impl::refresh_clock() {
   bson_error_t error;
   const auto started = LeaseClock::now();
   ServerDescriptionPtr server(mongoc_client_select_server(client.get(), true, nullptr, &error));
   const auto selected = LeaseClock::now();
   if (!server) {
+    failed = true;
     throw unavailable_error(fmt::format("cannot reach MongoDB at {}: {}; check --uri and that the server is up",
                                         redact_uri(config.uri), driver_text(error)));
   }

@@ -3,15 +3,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char** environ;
@@ -159,16 +166,38 @@ std::vector<pid_t> live_children(pid_t parent) {
   _exit(128 + sig);
 }
 
+// A message on the control socket between mongolock and the guardian (SOCK_SEQPACKET: one message per
+// send, never split). Times are CLOCK_BOOTTIME nanoseconds (LeaseClock).
+struct ControlMessage {
+  enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3 };
+  std::int64_t kind = 0;
+  std::int64_t at = 0; // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted
+};
+
+std::int64_t boottime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+constexpr std::int64_t k_never = std::numeric_limits<std::int64_t>::max();
+
 // The guardian: the first process of the command's process group, between mongolock and the command.
 // - It is a child subreaper: processes the command leaves behind become its children, and it exits only
 //   when the command and all of them have ended, with the command's status (or dying of the same signal).
 //   So the lock is held until nothing of the job runs.
-// - On `kill_signal` (mongolock's PR_SET_PDEATHSIG, or mongolock asking: Child::kill_job()) it kills every
-//   descendant, including those that left the process group, and exits.
+// - On `kill_signal` (mongolock's PR_SET_PDEATHSIG, or mongolock asking: Child::kill_job()), or when
+//   mongolock's end of the control socket closes, it kills every descendant, including those that left
+//   the process group, and exits.
+// - It is the lease's watchdog: at `deadline` (CLOCK_BOOTTIME ns; k_never: not armed), moved by
+//   deadline messages on `control`, it SIGTERMs the group and kills every descendant `grace_ns` later,
+//   and reports that it did; a stop message does the same at once. The deadline is checked first on
+//   every wake-up, before any message is read, so a resumed guardian never acts on a late extension.
 // - When the command stops (Ctrl-Z, SIGTTIN), it stops too, so that mongolock sees the job stop.
-// Runs in the forked child only; never returns.
+// Runs in the forked child only (system calls only); never returns.
 template <typename Exec>
-[[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, const Exec& exec) {
+[[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, int control, std::int64_t deadline,
+                               std::int64_t grace_ns, const Exec& exec) {
   sigset_t waited;
   sigemptyset(&waited);
   sigaddset(&waited, SIGCHLD);
@@ -190,15 +219,66 @@ template <typename Exec>
   }
   close(exec_pipe); // mongolock sees end-of-file once the command has exec'd (the pipe is close-on-exec)
   if (command < 0) _exit(126);
+  const int signals = signalfd(-1, &waited, SFD_NONBLOCK | SFD_CLOEXEC);
+  const int timer = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (signals < 0 || timer < 0) kill_descendants_and_exit(guardian);
+  std::int64_t kill_at = k_never; // set once the job is being stopped
+  bool stopping = false;
+  const auto start_stop = [&](std::int64_t now, std::int64_t grace) {
+    stopping = true;
+    kill_at = now + grace;
+    if (grace > 0) {
+      kill(-guardian, SIGTERM); // blocked in the guardian itself
+      kill(-guardian, SIGCONT); // a stopped job must run to act on it
+    }
+  };
+  // The deadline first: whatever woke us, a passed deadline is acted on before anything is read.
+  const auto check_deadline = [&] {
+    const auto now = boottime_ns();
+    if (!stopping && now >= deadline) {
+      start_stop(now, grace_ns);
+      const ControlMessage fired{ControlMessage::fired, now};
+      [[maybe_unused]] const auto n = send(control, &fired, sizeof fired, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    if (stopping && now >= kill_at) kill_descendants_and_exit(guardian);
+    const auto next = stopping ? kill_at : deadline;
+    itimerspec spec{};
+    if (next != k_never) {
+      spec.it_value.tv_sec = static_cast<time_t>(next / 1'000'000'000);
+      spec.it_value.tv_nsec = static_cast<long>(next % 1'000'000'000);
+    }
+    timerfd_settime(timer, TFD_TIMER_ABSTIME, &spec, nullptr); // zero disarms
+  };
   bool command_done = false;
   int command_status = 0;
   for (;;) {
-    siginfo_t info;
-    const int signo = sigwaitinfo(&waited, &info);
-    sigset_t pending;
-    sigpending(&pending);
-    // The kill request comes first, even when a child's report (SIGCHLD, a lower number) is also pending.
-    if (signo == kill_signal || sigismember(&pending, kill_signal)) kill_descendants_and_exit(guardian);
+    check_deadline();
+    pollfd fds[3] = {{signals, POLLIN, 0}, {timer, POLLIN, 0}, {control, POLLIN, 0}};
+    if (poll(fds, control >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) kill_descendants_and_exit(guardian);
+    check_deadline();
+    std::uint64_t expirations = 0;
+    [[maybe_unused]] const auto t = read(timer, &expirations, sizeof expirations);
+    bool child_event = false;
+    signalfd_siginfo info{};
+    while (read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      // The kill request comes first, even when a child's report (SIGCHLD) came too.
+      if (static_cast<int>(info.ssi_signo) == kill_signal) kill_descendants_and_exit(guardian);
+      child_event = true;
+    }
+    if (control >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      ControlMessage message;
+      ssize_t n;
+      while ((n = recv(control, &message, sizeof message, MSG_DONTWAIT)) == static_cast<ssize_t>(sizeof message)) {
+        if (message.kind == ControlMessage::deadline && !stopping) deadline = message.at;
+        if (message.kind == ControlMessage::stop) {
+          if (!stopping) start_stop(boottime_ns(), std::max<std::int64_t>(message.at - boottime_ns(), 0));
+          kill_at = std::min(kill_at, message.at);
+        }
+      }
+      if (n == 0) kill_descendants_and_exit(guardian); // mongolock is gone: nobody renews the lease
+      check_deadline();
+    }
+    if (!child_event) continue;
     for (;;) {
       int status = 0;
       const pid_t done = waitpid(-1, &status, WNOHANG | WUNTRACED);
@@ -230,20 +310,31 @@ Child Child::spawn(const ChildSpec& spec) {
   const pid_t parent = getpid();
   const int death_signal = SIGRTMIN; // a function call in glibc: not after fork
 
+  const std::int64_t deadline = spec.deadline ? spec.deadline->time_since_epoch().count() : k_never;
+  const std::int64_t grace_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spec.kill_grace).count();
+
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw internal_error(fmt::format("pipe failed: {}", std::strerror(errno)));
-  const pid_t pid = fork();
-  if (pid < 0) {
+  int control[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) != 0) {
     const int err = errno;
     close(exec_pipe[0]);
     close(exec_pipe[1]);
+    throw internal_error(fmt::format("socketpair failed: {}", std::strerror(err)));
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    for (const int fd : {exec_pipe[0], exec_pipe[1], control[0], control[1]})
+      close(fd);
     throw internal_error(fmt::format("fork failed: {}", std::strerror(err)));
   }
   if (pid == 0) {
     close(exec_pipe[0]);
+    close(control[0]);
     setpgid(0, 0);
     if (tty >= 0) tcsetpgrp(tty, getpid()); // SIGTTOU is blocked here, as in the parent
-    run_guardian(parent, death_signal, exec_pipe[1], [&] {
+    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, [&] {
       // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
       // as found (nohup's ignored SIGHUP stays ignored); only the mask is restored.
       sigprocmask(SIG_SETMASK, &spec.signal_mask, nullptr);
@@ -251,6 +342,7 @@ Child Child::spawn(const ChildSpec& spec) {
     });
   }
   close(exec_pipe[1]);
+  close(control[1]);
   setpgid(pid, pid); // also in the parent, so the group exists before we signal it
   if (tty >= 0) tcsetpgrp(tty, pid);
   int exec_errno = 0;
@@ -259,7 +351,7 @@ Child Child::spawn(const ChildSpec& spec) {
     n = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
   } while (n < 0 && errno == EINTR);
   close(exec_pipe[0]);
-  Child child(pid, terminal, death_signal);
+  Child child(pid, terminal, death_signal, control[0]);
   if (n <= 0) return child; // the pipe closed on exec: the command runs
 
   // exec failed: reap the child, hand back the terminal, and report why.
@@ -273,10 +365,12 @@ Child Child::spawn(const ChildSpec& spec) {
 }
 
 Child::Child(Child&& other) noexcept
-    : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_kill_signal(other.m_kill_signal), m_reaped(other.m_reaped) {
+    : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_kill_signal(other.m_kill_signal), m_reaped(other.m_reaped),
+      m_control_fd(other.m_control_fd), m_watchdog_fired(other.m_watchdog_fired) {
   other.m_pid = -1;
   other.m_tty_fd = -1;
   other.m_reaped = true;
+  other.m_control_fd = -1;
 }
 
 Child::~Child() {
@@ -286,6 +380,7 @@ Child::~Child() {
     while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {}
   }
   take_back_terminal();
+  if (m_control_fd >= 0) close(m_control_fd);
 }
 
 void Child::give_terminal() const {
@@ -307,6 +402,37 @@ void Child::kill_job() const {
   if (m_pid <= 0 || m_reaped) return;
   kill(m_pid, m_kill_signal);
   kill(m_pid, SIGCONT); // a stopped guardian must run to do it
+}
+
+bool Child::extend_deadline(LocalTime deadline) const {
+  if (m_control_fd < 0 || m_reaped) return false;
+  const ControlMessage message{ControlMessage::deadline, deadline.time_since_epoch().count()};
+  // Never blocks: a guardian that does not read (stopped) misses the extension and stops the job: safe.
+  return send(m_control_fd, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+         static_cast<ssize_t>(sizeof message);
+}
+
+void Child::stop_job(std::chrono::milliseconds grace) const {
+  if (m_pid <= 0 || m_reaped) return;
+  const auto kill_at = LeaseClock::now() + grace;
+  const ControlMessage message{ControlMessage::stop, kill_at.time_since_epoch().count()};
+  if (send(m_control_fd, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(sizeof message)) {
+    kill_job(); // the message did not get through: the safe side is SIGKILL now
+    return;
+  }
+  kill(m_pid, SIGCONT); // a stopped guardian must run to act on it
+}
+
+std::optional<LocalTime> Child::watchdog_fired() {
+  ControlMessage message;
+  while (m_control_fd >= 0 &&
+         recv(m_control_fd, &message, sizeof message, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof message)) {
+    if (message.kind == ControlMessage::fired && !m_watchdog_fired) {
+      m_watchdog_fired = LocalTime(std::chrono::nanoseconds(message.at));
+    }
+  }
+  return m_watchdog_fired;
 }
 
 Child::WaitResult Child::try_wait() {

@@ -2,6 +2,8 @@
 // terminal. POSIX and Linux calls stay in process.cpp.
 #pragma once
 
+#include <mongolock/clock.hpp>
+
 #include <chrono>
 #include <optional>
 #include <signal.h>
@@ -41,6 +43,11 @@ struct ChildSpec {
   std::vector<std::pair<std::string, std::string>> env; // set in (replacing) this environment; an empty
                                                         // value removes the variable
   sigset_t signal_mask{};                               // the mask the command starts with
+  // The lease watchdog (run --on-lost term/kill): the guardian stops the job on its own once its deadline
+  // passes (LeaseClock, CLOCK_BOOTTIME), unless Child::extend_deadline() moved it first. Unset: the guardian
+  // never stops the job on its own (--on-lost ignore).
+  std::optional<LocalTime> deadline;
+  std::chrono::milliseconds kill_grace{0}; // after the deadline: SIGTERM, and SIGKILL this much later (0: at once)
 };
 
 // A started command. The process mongolock starts is a guardian that leads a new process group, starts
@@ -49,6 +56,12 @@ struct ChildSpec {
 // is held until nothing of the job runs. If mongolock dies (PR_SET_PDEATHSIG) or calls kill_job(), the
 // guardian kills every descendant, also those that left the process group. When mongolock owns the
 // terminal's foreground, the job's group gets it while it runs.
+//
+// The guardian is also the lease's watchdog: it keeps the deadline by which the job must be stopped
+// (ChildSpec::deadline, moved later by extend_deadline() after every renewal) on a CLOCK_BOOTTIME timer of
+// its own, and when it passes stops the job as a lost lease does (SIGTERM to the group, then SIGKILL of
+// every descendant after the kill grace), so the job is stopped in time even while mongolock is stopped,
+// hung or starved of CPU. Every time the guardian wakes, it checks the deadline before anything else.
 class Child {
 public:
   // Starts the command. Throws Error with exit 127 when it is not found, 126 when it cannot be executed
@@ -70,6 +83,21 @@ public:
   // Kills the whole job at once: the guardian SIGKILLs every descendant and exits 137.
   void kill_job() const;
 
+  // Moves the watchdog's deadline to `deadline` (LeaseClock). Safe from any thread (one message to the
+  // guardian). Ignored once the guardian has started to stop the job; a message the guardian reads after
+  // the old deadline comes too late (it stops the job: the safe side). Returns false when the guardian is gone.
+  bool extend_deadline(LocalTime deadline) const;
+
+  // Has the guardian stop the job now: SIGTERM to the group, then SIGKILL of every descendant after `grace`
+  // (at once when zero). Cannot be undone; the guardian exits as the job does.
+  void stop_job(std::chrono::milliseconds grace) const;
+
+  // Readable when the guardian reports something; then watchdog_fired() says what.
+  [[nodiscard]] int report_fd() const { return m_control_fd; }
+  // The time (LeaseClock) at which the guardian stopped the job because its own deadline passed, when it
+  // did (read from the guardian's reports; later calls return the same).
+  [[nodiscard]] std::optional<LocalTime> watchdog_fired();
+
   struct WaitResult {
     enum State { running, stopped, exited } state = running;
     int exit_code = 0; // exited: the command's status, or 128+N when it was killed by signal N
@@ -86,7 +114,8 @@ public:
   void resume();
 
 private:
-  Child(pid_t pid, int tty_fd, int kill_signal) : m_pid(pid), m_tty_fd(tty_fd), m_kill_signal(kill_signal) {}
+  Child(pid_t pid, int tty_fd, int kill_signal, int control_fd)
+      : m_pid(pid), m_tty_fd(tty_fd), m_kill_signal(kill_signal), m_control_fd(control_fd) {}
   void give_terminal() const;
   void take_back_terminal() const;
 
@@ -94,6 +123,8 @@ private:
   int m_tty_fd = -1;     // mongolock's controlling terminal, or -1
   int m_kill_signal = 0; // the signal that makes the guardian kill the job (also its PDEATHSIG)
   bool m_reaped = false;
+  int m_control_fd = -1; // our end of the guardian's control socket (SOCK_SEQPACKET)
+  std::optional<LocalTime> m_watchdog_fired;
 };
 
 } // namespace mongolock

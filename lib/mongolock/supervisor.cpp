@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -38,12 +39,17 @@ private:
 
 // Renews the leases of all locks of a run on its own thread. A lock's lease counts as held until
 // renew_deadline after the send time of its last successful renewal; the thread never sends a renewal past
-// that deadline, and it accepts a reply only if it arrived before the previous lease ran out (a later reply
-// may describe a write the server applied after another holder had taken over).
+// that deadline, and it accepts a reply only if it arrived before that deadline (by then the job is being
+// stopped, and a later reply may describe a write the server applied after another holder had taken over).
+// Every renewal uses a new connection bounded by the time left to the deadline, so the thread never
+// outlives the deadline by more than a moment, and a failed server is tried again at once.
+// After each successful renewal, `renewed` gets the new deadline (the guardian's watchdog).
 class Heartbeat {
 public:
-  Heartbeat(Locker& locker, std::vector<LockRecord>& locks, const LeaseTiming& timing, const Log& log)
-      : m_locker(locker), m_locks(locks), m_timing(timing), m_log(log), m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  Heartbeat(Locker& locker, std::vector<LockRecord>& locks, const LeaseTiming& timing, const Log& log,
+            std::function<void(LocalTime)> renewed)
+      : m_locker(locker), m_locks(locks), m_timing(timing), m_log(log), m_renewed(std::move(renewed)),
+        m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
     for (const auto& lock : locks)
       m_last_success_sent.push_back(locker.store().clock().local_at(lock.renewed_at));
@@ -63,6 +69,12 @@ public:
   [[nodiscard]] LocalTime deadline() const {
     std::lock_guard lock(m_mutex);
     return oldest_success() + m_timing.renew_deadline;
+  }
+
+  // The last renewal error, for messages ("" when none failed since the last success).
+  [[nodiscard]] std::string last_error() const {
+    std::lock_guard lock(m_mutex);
+    return m_last_error;
   }
 
   // Non-empty once a renewal found a lease gone: the reason.
@@ -107,8 +119,13 @@ private:
         if (outcome == Renewal::gone) return;
         all_renewed = all_renewed && outcome == Renewal::renewed;
       }
-      std::lock_guard lock(m_mutex);
-      next = all_renewed ? oldest_success() + m_timing.renew_interval : Clock::now() + retry_delay;
+      LocalTime deadline;
+      {
+        std::lock_guard lock(m_mutex);
+        next = all_renewed ? oldest_success() + m_timing.renew_interval : Clock::now() + retry_delay;
+        deadline = oldest_success() + m_timing.renew_deadline;
+      }
+      if (all_renewed && m_renewed) m_renewed(deadline);
     }
   }
 
@@ -123,26 +140,36 @@ private:
     }
     auto& lease = m_locks[i];
     const auto sent = Clock::now();
-    if (sent >= last_sent + m_timing.renew_deadline) return Renewal::gone; // too late: the lease is lost
+    const auto deadline = last_sent + m_timing.renew_deadline;
+    if (sent >= deadline) return Renewal::gone; // too late: the lease is lost
     try {
+      // A new connection for every renewal: its handshake and command are bounded by the time left, and
+      // a server that failed a check is tried again at once (libmongoc's single-threaded client would
+      // wait 5s). The handshake's hello also re-reads the server's time.
+      m_locker.store().reconnect(std::chrono::floor<Millis>(deadline - sent));
       if (!m_locker.renew(lease, m_timing.ttl, sent)) {
         report_gone(fmt::format("the lock document of '{}' is gone (expired and taken over, or broken with "
                                 "'mongolock break')",
                                 lease.program));
         return Renewal::gone;
       }
+      // The deadline first: a reply that arrives after it does not count, however it reads (the job is
+      // being stopped; mongolock may have been stopped while the reply waited).
       const auto received = Clock::now();
-      if (received >= last_sent + m_timing.ttl) {
-        m_log.warning(fmt::format("lease renewal of '{}' answered after {}, too late to count", lease.program,
-                                  format_duration(std::chrono::duration_cast<Millis>(received - sent))));
-        return Renewal::failed;
+      if (received >= deadline) {
+        m_log.warning(fmt::format("lease renewal of '{}' answered after {}, past the renew deadline; it does not count",
+                                  lease.program, format_duration(std::chrono::duration_cast<Millis>(received - sent))));
+        return Renewal::gone;
       }
       std::lock_guard lock(m_mutex);
       m_last_success_sent[i] = sent;
+      m_last_error.clear();
       m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
       return Renewal::renewed;
     } catch (const Error& e) {
       m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));
+      std::lock_guard lock(m_mutex);
+      m_last_error = e.what();
       return Renewal::failed;
     }
   }
@@ -160,10 +187,12 @@ private:
   std::vector<LockRecord>& m_locks;
   const LeaseTiming m_timing;
   const Log& m_log;
+  std::function<void(LocalTime)> m_renewed;
   Fd m_wake;
   mutable std::mutex m_mutex;
   std::condition_variable m_cv;
   bool m_stop = false;
+  std::string m_last_error; // its error
   std::string m_gone;
   std::vector<LocalTime> m_last_success_sent;
   std::thread m_thread;
@@ -184,11 +213,21 @@ int poll_timeout_ms(LocalTime now, LocalTime until) {
 
 } // namespace
 
+LocalTime lease_deadline(LockStore& store, const std::vector<LockRecord>& locks, const LeaseTiming& timing) {
+  auto earliest = LocalTime::max();
+  for (const auto& lock : locks)
+    earliest = std::min(earliest, store.clock().local_at(lock.renewed_at));
+  return earliest + timing.renew_deadline;
+}
+
 RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& child, const SignalBlock& signals,
                      const RunPolicy& policy, const Log& log) {
   Fd signal_fd(signalfd(-1, &signals.blocked(), SFD_CLOEXEC | SFD_NONBLOCK));
   if (signal_fd.get() < 0) throw internal_error(fmt::format("signalfd failed: {}", std::strerror(errno)));
-  Heartbeat heartbeat(locker, locks, policy.lease, log);
+  const bool watchdog = policy.on_lost != OnLost::ignore;
+  Heartbeat heartbeat(locker, locks, policy.lease, log, [&child, watchdog](LocalTime deadline) {
+    if (watchdog) child.extend_deadline(deadline);
+  });
   const auto names = lock_names(locks);
 
   RunOutcome outcome;
@@ -200,8 +239,63 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
     const auto at = Clock::now() + grace;
     kill_at = kill_at ? std::min(*kill_at, at) : at;
   };
+  // When the main loop last went to sleep and woke up: a wake-up far later than planned means mongolock
+  // was stopped (SIGSTOP, a frozen cgroup) or starved of CPU meanwhile.
+  auto slept_from = started;
+  auto planned_wake = started;
+  auto woke = started;
+
+  // The lease first, on every pass (also the first after a stop): whatever else happened meanwhile.
+  const auto check_lease = [&] {
+    if (outcome.lease_lost) return;
+    const auto now = Clock::now();
+    const auto deadline = heartbeat.deadline();
+    const auto fired = watchdog ? child.watchdog_fired() : std::nullopt;
+    auto reason = heartbeat.gone();
+    if (reason.empty() && (now >= deadline || fired)) {
+      outcome.ran_out = true;
+      const bool stalled = woke - planned_wake > Millis(500) && deadline <= woke;
+      if (stalled) {
+        outcome.stalled = true;
+        reason = fmt::format("mongolock was stopped or starved of CPU for {} and the lease's renew deadline passed "
+                             "meanwhile (no renewal could be sent)",
+                             format_duration(std::chrono::duration_cast<Millis>(woke - slept_from)));
+      } else if (now >= deadline) {
+        const auto error = heartbeat.last_error();
+        reason = fmt::format("no renewal succeeded within {}{}", format_duration(policy.lease.renew_deadline),
+                             error.empty() ? "" : fmt::format(" (last error: {})", error));
+      } else {
+        reason = "the guardian's deadline passed before the last renewal reached it";
+      }
+    }
+    if (reason.empty()) return;
+    outcome.lease_lost = true;
+    heartbeat.give_up();
+    const auto fired_at = fired.value_or(now);
+    const auto by_guardian = [&] {
+      return fmt::format("the guardian stopped the command at the deadline, {} ago",
+                         format_duration(std::chrono::duration_cast<Millis>(now - fired_at)));
+    };
+    switch (policy.on_lost) {
+    case OnLost::term:
+      log.error(fmt::format("lease on {} lost: {}; {} (SIGTERM, SIGKILL after {})", names, reason,
+                            fired ? by_guardian() : "stopping the command", format_duration(policy.lease.kill_grace)));
+      child.stop_job(policy.lease.kill_grace);
+      break;
+    case OnLost::kill:
+      log.error(fmt::format("lease on {} lost: {}; {}", names, reason, fired ? by_guardian() : "killing the command"));
+      child.kill_job();
+      break;
+    case OnLost::ignore:
+      log.error(fmt::format("lease on {} lost: {}; the command keeps running (--on-lost ignore) and may "
+                            "overlap another holder",
+                            names, reason));
+      break;
+    }
+  };
 
   for (;;) {
+    check_lease();
     const auto state = child.try_wait();
     if (state.state == Child::WaitResult::exited) {
       outcome.command_status = state.exit_code;
@@ -215,42 +309,17 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
       child.suspend();
       if (!outcome.lease_lost && Clock::now() >= heartbeat.deadline() && policy.on_lost != OnLost::ignore) {
         outcome.lease_lost = true;
+        outcome.ran_out = true;
         heartbeat.give_up();
         log.error(fmt::format("lease on {} lost while the job was stopped; killing it", names));
         child.kill_job();
       } else {
         child.resume();
       }
+      slept_from = planned_wake = woke = Clock::now();
       continue;
     }
     const auto now = Clock::now();
-    if (!outcome.lease_lost) {
-      auto reason = heartbeat.gone();
-      if (reason.empty() && now >= heartbeat.deadline()) {
-        reason = fmt::format("no renewal succeeded within {}", format_duration(policy.lease.renew_deadline));
-        outcome.server_silent = true;
-      }
-      if (!reason.empty()) {
-        outcome.lease_lost = true;
-        heartbeat.give_up();
-        switch (policy.on_lost) {
-        case OnLost::term:
-          log.error(fmt::format("lease on {} lost: {}; stopping the command (SIGTERM, SIGKILL after {})", names, reason,
-                                format_duration(policy.lease.kill_grace)));
-          stop_command(policy.lease.kill_grace);
-          break;
-        case OnLost::kill:
-          log.error(fmt::format("lease on {} lost: {}; killing the command", names, reason));
-          child.kill_job();
-          break;
-        case OnLost::ignore:
-          log.error(fmt::format("lease on {} lost: {}; the command keeps running (--on-lost ignore) and may "
-                                "overlap another holder",
-                                names, reason));
-          break;
-        }
-      }
-    }
     if (!outcome.timed_out && now >= timeout_at) {
       outcome.timed_out = true;
       log.error(fmt::format("command ran longer than --timeout {}; stopping it (SIGTERM, SIGKILL after {})",
@@ -263,14 +332,19 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
       kill_at.reset();
     }
 
-    auto wake_at = now + Millis(60'000);
+    // At most 500ms of sleep, so that a wake-up long after the planned one measures a stop.
+    auto wake_at = now + Millis(500);
     if (!outcome.lease_lost) wake_at = std::min(wake_at, heartbeat.deadline());
     if (kill_at) wake_at = std::min(wake_at, *kill_at);
     if (!outcome.timed_out) wake_at = std::min(wake_at, timeout_at);
-    pollfd fds[2] = {{signal_fd.get(), POLLIN, 0}, {heartbeat.wake_fd(), POLLIN, 0}};
-    if (poll(fds, 2, poll_timeout_ms(now, wake_at)) < 0 && errno != EINTR) {
+    pollfd fds[3] = {{signal_fd.get(), POLLIN, 0}, {heartbeat.wake_fd(), POLLIN, 0}, {child.report_fd(), POLLIN, 0}};
+    slept_from = now;
+    planned_wake = std::max(now, wake_at);
+    if (poll(fds, 3, poll_timeout_ms(now, wake_at)) < 0 && errno != EINTR) {
       throw internal_error(fmt::format("poll failed: {}", std::strerror(errno)));
     }
+    woke = Clock::now();
+    check_lease(); // before anything read now can count
     signalfd_siginfo info{};
     while (read(signal_fd.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       const int signo = static_cast<int>(info.ssi_signo);

@@ -23,16 +23,25 @@ struct RunPolicy {
 
 // How a supervised run ended.
 struct RunOutcome {
-  int command_status = 0;     // the command's exit code (128+N when killed by signal N)
-  bool lease_lost = false;    // the lease was lost while the command ran
-  bool server_silent = false; // ...because no renewal succeeded in time (not because the lock was gone)
-  bool timed_out = false;     // --timeout stopped the command
+  int command_status = 0;  // the command's exit code (128+N when killed by signal N)
+  bool lease_lost = false; // the lease was lost while the command ran
+  bool ran_out = false;    // ...because no renewal succeeded in time (not because the lock was gone)
+  bool stalled = false;    // ...because mongolock itself was stopped or starved of CPU past the deadline
+  bool timed_out = false;  // --timeout stopped the command
 };
+
+// The local time (LeaseClock) by which the job must be stopped unless a renewal succeeds: the earliest
+// renewed_at of `locks` (server clock, mapped to local time) + timing.renew_deadline.
+[[nodiscard]] LocalTime lease_deadline(LockStore& store, const std::vector<LockRecord>& locks,
+                                       const LeaseTiming& timing);
 
 // Supervises `child` while it holds `locks` (all of them; losing any one is losing the lease): a heartbeat thread
 // renews the lease every policy.lease.renew_interval (sooner after a failure); when no renewal has succeeded for
 // renew_deadline since the last successful one was sent, or a renewal finds the lease gone, the lease is lost and
-// policy.on_lost applies (SIGTERM to the job, then Child::kill_job() after the kill grace). Signals in
+// policy.on_lost applies (Child::stop_job(): SIGTERM to the job, SIGKILL of all of it after the kill grace). Unless
+// on_lost is ignore, every successful renewal also moves the guardian's watchdog deadline (Child::extend_deadline()),
+// so the job is stopped in time even while mongolock does not run; the child must have been spawned with the
+// deadline of the locks as acquired (lease_deadline()). Every wake-up checks the lease first. Signals in
 // forwarded_signals() are forwarded to the job's process group. A job stop (Ctrl-Z) suspends mongolock
 // (Child::suspend()); continued after the renew deadline, the job is killed instead of continued.
 // Returns when the whole job has ended (the guardian is always reaped) and the heartbeat has stopped; does
