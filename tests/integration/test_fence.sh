@@ -177,6 +177,26 @@ concurrent_slots_get_distinct_fences() {
   assert_eq "$(cat "$T/stored")" "$(cat "$T/fences")" "stored fences of the slots"
 }
 
+# The README's recipe (examples/fenced-write): holder A loses its lock (broken under it) but, with
+# --on-lost ignore, its command runs on, unaware; B takes the lock with a newer fencing token and writes;
+# A's next write is refused and the file keeps B's data.
+fenced_write_refuses_stale_holder() {
+  local name
+  name=$(lock_name)
+  start_bg a ml run "$name" --fence --ttl 3s --on-lost ignore -- sh -c '
+    echo a1 | "$1/examples/fenced-write" "$2/data" && touch "$2/a1"
+    while [ ! -e "$2/go" ]; do sleep 0.05; done
+    echo a2 | "$1/examples/fenced-write" "$2/data"' _ "$REPO_ROOT" "$T"
+  wait_file 10 "$T/a1"
+  assert_eq "$(cat "$T/data")" a1 "the data after A's first write"
+  expect_exit 0 -- ml break "$name" --force
+  expect_exit 0 -- ml run "$name" --fence -- sh -c 'echo b | "$1/examples/fenced-write" "$2/data"' _ "$REPO_ROOT" "$T"
+  touch "$T/go"
+  expect_bg_exit 75 "$BG_PID" a 20
+  assert_contains "$T/a.err" "fenced-write: refused: fencing token"
+  assert_eq "$(cat "$T/data")" b "the data after the stale holder's write"
+}
+
 run_case "acquire --fence prints TOKEN FENCE; +1 per acquisition across release" grows_across_release
 run_case "the fence grows by 1 across an expiry takeover" grows_across_expiry_takeover
 run_case "the fence grows across break --force" grows_across_break
@@ -185,4 +205,5 @@ run_case "run --fence exports MONGOLOCK_FENCE as stored" run_exports_fence
 run_case "run a b --fence: one fence per name" run_multi_name_fences
 run_case "concurrent waiters never get the same fence" concurrent_waiters_get_distinct_fences
 run_case "concurrent slot holders never get the same fence" concurrent_slots_get_distinct_fences
+run_case "examples/fenced-write: a stale holder's write is refused, the newer holder's kept" fenced_write_refuses_stale_holder
 finish

@@ -192,6 +192,106 @@ lock_removed_kills_escaped_descendant() {
   assert_contains "$T/run.err" "lease on '$name' lost"
 }
 
+# --- mongolock itself stops (SIGSTOP, a frozen process, no CPU) -----------------------------------
+
+# $T/stamp.sh: the command; on SIGTERM it writes the time (epoch ms) to DIR/term and exits; it writes
+# DIR/pid first and ends by itself (exit 3) once DIR/go exists.
+write_stamp_child() {
+  cat >"$T/stamp.sh" <<'EOF2'
+dir=$1
+trap 'date +%s%3N >"$dir/term.tmp"; mv "$dir/term.tmp" "$dir/term"; exit 143' TERM
+echo $$ >"$dir/pid.tmp"; mv "$dir/pid.tmp" "$dir/pid"
+while [ ! -e "$dir/go" ]; do sleep 0.05; done
+exit 3
+EOF2
+}
+
+# mongolock is stopped longer than the TTL, its job not: the guardian stops the job at the renew
+# deadline, before the lease can end on the server, while mongolock is still stopped. Continued,
+# mongolock says what happened and exits 76 at once.
+mongolock_stopped_guardian_stops_job() {
+  local name pid child expires continued ended
+  name=$(lock_name)
+  write_stamp_child
+  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh "$T/stamp.sh" "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  child=$(cat "$T/pid")
+  sleep 1.2 # one renewal (every 1s)
+  kill -STOP "$pid"
+  read_doc "$name" # the last renewal's lease: nothing renews it from here on
+  expires=$(doc_field expires_at)
+  wait_file 5 "$T/term"
+  wait_until 5 eval "! pid_alive $child"
+  # The job got SIGTERM before its lease could end, and mongolock has not run meanwhile.
+  (($(cat "$T/term") < expires)) ||
+    fail "the job got SIGTERM at $(cat "$T/term"), after its lease ended at $expires"
+  [[ $(ps -o stat= -p "$pid") == T* ]] || fail "mongolock is not stopped"
+  # Another holder gets the lock once the lease has ended, never before; the job is long gone then.
+  expect_exit 0 -- ml --grace 100ms acquire "$name" --wait 10s --process "$HOST:1"
+  kill -CONT "$pid"
+  continued=$(now_ms)
+  expect_bg_exit 76 "$pid" run 10
+  ended=$(now_ms)
+  ((ended - continued < 1500)) || fail_with "mongolock exited $((ended - continued))ms after SIGCONT" stderr "$T/run.err"
+  assert_contains "$T/run.err" "lease on '$name' lost: mongolock was stopped or starved of CPU for"
+  assert_contains "$T/run.err" "the guardian stopped the command at the deadline"
+  assert_not_contains "$T/run.err" "did not answer"
+  assert_held_by "$name" "$HOST:1" # mongolock's exit left the new holder's lock alone
+}
+
+# The same with --on-lost kill: the guardian kills the job at once (no SIGTERM).
+mongolock_stopped_on_lost_kill() {
+  local name pid child
+  name=$(lock_name)
+  write_stamp_child
+  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 3s --on-lost kill -- sh "$T/stamp.sh" "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  child=$(cat "$T/pid")
+  kill -STOP "$pid"
+  wait_until 5 eval "! pid_alive $child"
+  [[ ! -e $T/term ]] || fail "the job got SIGTERM; --on-lost kill sends SIGKILL"
+  is_held "$name" || fail "the lease ended before the job was killed"
+  kill -CONT "$pid"
+  expect_bg_exit 76 "$pid" run 10
+}
+
+# --on-lost ignore: no watchdog; the job runs on while mongolock is stopped.
+mongolock_stopped_on_lost_ignore() {
+  local name pid child
+  name=$(lock_name)
+  write_stamp_child
+  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 2s --on-lost ignore -- sh "$T/stamp.sh" "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  child=$(cat "$T/pid")
+  kill -STOP "$pid"
+  sleep 3
+  pid_alive "$child" || fail "the job was stopped although --on-lost ignore"
+  kill -CONT "$pid"
+  wait_until 5 grep -qF "lease on '$name' lost" "$T/run.err"
+  assert_contains "$T/run.err" "--on-lost ignore"
+  touch "$T/go"
+  expect_bg_exit 3 "$pid" run 10
+  [[ ! -e $T/term ]] || fail "the job got SIGTERM"
+}
+
+# The job stops on its own deadline even when mongolock is killed outright (SIGKILL): the guardian kills
+# it at once (mongolock is gone: PDEATHSIG and the closed control socket).
+mongolock_killed_job_dies() {
+  local name pid child
+  name=$(lock_name)
+  write_stamp_child
+  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 30s -- sh "$T/stamp.sh" "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/pid"
+  child=$(cat "$T/pid")
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  wait_until 3 eval "! pid_alive $child"
+}
+
 run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
 run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
 run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
@@ -205,4 +305,8 @@ run_case "server gone, --on-lost ignore: the command runs to its end" server_gon
 run_case "lost lease: a descendant that left the group and ignores SIGTERM is killed" lock_removed_kills_escaped_descendant
 run_case "server gone before the release: a command that succeeded gives 69" server_gone_before_release 0 69
 run_case "server gone before the release: a failing command keeps its status" server_gone_before_release 3 3
+run_case "mongolock stopped past the TTL: the guardian stops the job before the lease ends; exit 76" mongolock_stopped_guardian_stops_job
+run_case "mongolock stopped, --on-lost kill: the guardian kills the job in time" mongolock_stopped_on_lost_kill
+run_case "mongolock stopped, --on-lost ignore: the job runs on" mongolock_stopped_on_lost_ignore
+run_case "mongolock killed: its guardian kills the job at once" mongolock_killed_job_dies
 finish
