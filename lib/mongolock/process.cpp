@@ -202,7 +202,14 @@ template <typename Exec>
   sigemptyset(&waited);
   sigaddset(&waited, SIGCHLD);
   sigaddset(&waited, kill_signal);
-  sigprocmask(SIG_BLOCK, &waited, nullptr); // the forwarded signals stay blocked too: they are for the command
+  sigprocmask(SIG_BLOCK, &waited, nullptr);
+  // The signals sent to the job's group are for the command (which starts with its own mask), never for
+  // the guardian, whatever mask it inherited.
+  sigset_t for_the_command;
+  sigemptyset(&for_the_command);
+  for (const int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+    sigaddset(&for_the_command, s);
+  sigprocmask(SIG_BLOCK, &for_the_command, nullptr);
   prctl(PR_SET_PDEATHSIG, kill_signal);
   if (getppid() != mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
   prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -1,0 +1,81 @@
+#include <doctest/doctest.h>
+
+#include <mongolock/clock.hpp>
+#include <mongolock/process.hpp>
+
+#include <chrono>
+#include <signal.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace mongolock;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Starts `argv` under a guardian whose watchdog deadline is `deadline` from now (none when nullopt).
+Child start(std::vector<std::string> argv, std::optional<std::chrono::milliseconds> deadline,
+            std::chrono::milliseconds kill_grace) {
+  ChildSpec spec;
+  spec.argv = std::move(argv);
+  sigemptyset(&spec.signal_mask);
+  if (deadline) spec.deadline = LeaseClock::now() + *deadline;
+  spec.kill_grace = kill_grace;
+  return Child::spawn(spec);
+}
+
+// Waits (at most 20s: these are not timing tests) for the job to end; returns its exit code, -1 if it did not.
+int wait_exit(Child& child) {
+  const auto give_up = LeaseClock::now() + 20s;
+  while (LeaseClock::now() < give_up) {
+    const auto result = child.try_wait();
+    if (result.state == Child::WaitResult::exited) return result.exit_code;
+    std::this_thread::sleep_for(10ms);
+  }
+  return -1;
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("Child watchdog");
+
+TEST_CASE("The guardian stops the job with SIGTERM when its deadline passes, and says so") {
+  auto child = start({"sleep", "30"}, 100ms, 5s);
+  CHECK(wait_exit(child) == 128 + SIGTERM);
+  CHECK(child.watchdog_fired().has_value());
+}
+
+TEST_CASE("A job that ignores SIGTERM is killed after the kill grace") {
+  auto child = start({"sh", "-c", "trap '' TERM; exec sleep 30"}, 100ms, 200ms);
+  CHECK(wait_exit(child) == 128 + SIGKILL);
+  CHECK(child.watchdog_fired().has_value());
+}
+
+TEST_CASE("With no kill grace the job is killed at the deadline at once") {
+  auto child = start({"sleep", "30"}, 100ms, 0ms);
+  CHECK(wait_exit(child) == 128 + SIGKILL);
+}
+
+TEST_CASE("An extended deadline keeps the job running; stop_job() stops it") {
+  auto child = start({"sleep", "30"}, 300ms, 5s);
+  REQUIRE(child.extend_deadline(LeaseClock::now() + 60s));
+  std::this_thread::sleep_for(600ms);
+  CHECK(child.try_wait().state == Child::WaitResult::running);
+  child.stop_job(5s);
+  CHECK(wait_exit(child) == 128 + SIGTERM);
+  CHECK_FALSE(child.watchdog_fired().has_value()); // stopped on request, not by the watchdog
+}
+
+TEST_CASE("Without a deadline (--on-lost ignore) the guardian never stops the job") {
+  auto child = start({"sh", "-c", "sleep 0.3; exit 7"}, std::nullopt, 0ms);
+  CHECK(wait_exit(child) == 7);
+  CHECK_FALSE(child.watchdog_fired().has_value());
+}
+
+TEST_CASE("A deadline already past when the job starts stops it at once") {
+  auto child = start({"sleep", "30"}, -1s, 5s);
+  CHECK(wait_exit(child) == 128 + SIGTERM);
+}
+
+TEST_SUITE_END();
