@@ -326,6 +326,9 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   log.debugf("started {} (pid {})", options.command.front(), child->pid());
   const auto result = supervise(locker, locks, *child, signals, policy, log);
   log.debugf("command exited with status {}", result.command_status);
+  // The heartbeat left a client with timeouts cut to its deadlines (or a failed one): the release gets
+  // the configured timeouts on a fresh connection.
+  store.reconnect(std::nullopt);
 
   if (result.lease_lost) {
     // The job has ended (or, with --on-lost ignore, ran to its end): give back the locks still held

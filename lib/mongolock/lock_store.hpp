@@ -64,10 +64,11 @@ public:
   // Drops the connection and makes a new client, so that the next call connects and selects the server
   // anew (no waiting out an earlier failed server check) and the next call, handshake included, gives up
   // after at most `limit` (ms): connect and handshake within half of it (or the configured connect
-  // timeout, if shorter), the command within the rest (or the configured operation timeout). Sends
-  // nothing to the server (the old client's session is left to expire there). Throws Error (64) only when
-  // the URI cannot make a client.
-  virtual void reconnect(Millis limit) = 0;
+  // timeout, if shorter), the command within the rest (or the configured operation timeout). Without
+  // `limit`: back to the configured timeouts, and only if the client has other ones or a call failed.
+  // Sends nothing to the server (the old client's session is left to expire there). Throws Error (64)
+  // only when the URI cannot make a client.
+  virtual void reconnect(std::optional<Millis> limit) = 0;
 
   // Creates the unique index on `program` (createIndexes; a no-op when it exists).
   virtual void ensure_indexes() = 0;

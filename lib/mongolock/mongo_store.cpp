@@ -415,10 +415,17 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   collection.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), config.collection.c_str()));
 }
 
-void MongoStore::reconnect(Millis limit) {
+void MongoStore::reconnect(std::optional<Millis> limit) {
   auto& impl = *m_impl;
-  const auto connect = std::min(impl.config.connect_timeout, limit / 2);
-  impl.open_client(connect, std::min(impl.config.operation_timeout, limit - connect));
+  if (!limit) {
+    const bool configured =
+        impl.connect_limit == impl.config.connect_timeout && impl.socket_limit == impl.config.operation_timeout;
+    if (configured && !impl.failed) return;
+    impl.open_client(impl.config.connect_timeout, impl.config.operation_timeout);
+    return;
+  }
+  const auto connect = std::min(impl.config.connect_timeout, *limit / 2);
+  impl.open_client(connect, std::min(impl.config.operation_timeout, *limit - connect));
   impl.log.debugf("new connection: connect and handshake within {}, the command within {}",
                   format_duration(impl.connect_limit), format_duration(impl.socket_limit));
 }
