@@ -169,9 +169,10 @@ std::vector<pid_t> live_children(pid_t parent) {
 // A message on the control socket between mongolock and the guardian (SOCK_SEQPACKET: one message per
 // send, never split). Times are CLOCK_BOOTTIME nanoseconds (LeaseClock).
 struct ControlMessage {
-  enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3 };
+  enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3, ended = 4 };
   std::int64_t kind = 0;
-  std::int64_t at = 0; // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted
+  std::int64_t at = 0; // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted;
+                       // ended: when the whole job had ended (the guardian is about to exit)
 };
 
 std::int64_t boottime_ns() {
@@ -298,7 +299,13 @@ template <typename Exec>
         }
         continue;
       }
-      if (done < 0 && errno == ECHILD && command_done) exit_like(guardian, command_status);
+      if (done < 0 && errno == ECHILD && command_done) {
+        // When the job ended, for a mongolock that was not running then (its deadline may pass before it
+        // reaps us).
+        const ControlMessage ended{ControlMessage::ended, boottime_ns()};
+        [[maybe_unused]] const auto n = send(control, &ended, sizeof ended, MSG_DONTWAIT | MSG_NOSIGNAL);
+        exit_like(guardian, command_status);
+      }
       break;
     }
   }
@@ -373,7 +380,7 @@ Child Child::spawn(const ChildSpec& spec) {
 
 Child::Child(Child&& other) noexcept
     : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_kill_signal(other.m_kill_signal), m_reaped(other.m_reaped),
-      m_control_fd(other.m_control_fd), m_watchdog_fired(other.m_watchdog_fired) {
+      m_control_fd(other.m_control_fd), m_watchdog_fired(other.m_watchdog_fired), m_job_ended(other.m_job_ended) {
   other.m_pid = -1;
   other.m_tty_fd = -1;
   other.m_reaped = true;
@@ -431,15 +438,24 @@ void Child::stop_job(std::chrono::milliseconds grace) const {
   kill(m_pid, SIGCONT); // a stopped guardian must run to act on it
 }
 
-std::optional<LocalTime> Child::watchdog_fired() {
+void Child::read_reports() {
   ControlMessage message;
   while (m_control_fd >= 0 &&
          recv(m_control_fd, &message, sizeof message, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof message)) {
-    if (message.kind == ControlMessage::fired && !m_watchdog_fired) {
-      m_watchdog_fired = LocalTime(std::chrono::nanoseconds(message.at));
-    }
+    const LocalTime at{std::chrono::nanoseconds(message.at)};
+    if (message.kind == ControlMessage::fired && !m_watchdog_fired) m_watchdog_fired = at;
+    if (message.kind == ControlMessage::ended && !m_job_ended) m_job_ended = at;
   }
+}
+
+std::optional<LocalTime> Child::watchdog_fired() {
+  read_reports();
   return m_watchdog_fired;
+}
+
+std::optional<LocalTime> Child::job_ended() {
+  read_reports();
+  return m_job_ended;
 }
 
 Child::WaitResult Child::try_wait() {

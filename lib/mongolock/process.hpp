@@ -97,6 +97,9 @@ public:
   // The time (LeaseClock) at which the guardian stopped the job because its own deadline passed, when it
   // did (read from the guardian's reports; later calls return the same).
   [[nodiscard]] std::optional<LocalTime> watchdog_fired();
+  // The time (LeaseClock) at which the whole job had ended, as the guardian reported just before it
+  // exited; nullopt while it runs (or when the report was lost: the guardian exits anyway).
+  [[nodiscard]] std::optional<LocalTime> job_ended();
 
   struct WaitResult {
     enum State { running, stopped, exited } state = running;
@@ -117,6 +120,7 @@ private:
   Child(pid_t pid, int tty_fd, int kill_signal, int control_fd)
       : m_pid(pid), m_tty_fd(tty_fd), m_kill_signal(kill_signal), m_control_fd(control_fd) {}
   void give_terminal() const;
+  void read_reports();
   void take_back_terminal() const;
 
   pid_t m_pid = -1;
@@ -125,6 +129,7 @@ private:
   bool m_reaped = false;
   int m_control_fd = -1; // our end of the guardian's control socket (SOCK_SEQPACKET)
   std::optional<LocalTime> m_watchdog_fired;
+  std::optional<LocalTime> m_job_ended;
 };
 
 } // namespace mongolock

@@ -251,6 +251,9 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
     const auto now = Clock::now();
     const auto deadline = heartbeat.deadline();
     const auto fired = watchdog ? child.watchdog_fired() : std::nullopt;
+    // A job that ended before the deadline ended within its lease, even if mongolock (stopped meanwhile)
+    // only learns it after the deadline: not a lost lease.
+    if (const auto ended = child.job_ended(); ended && *ended < deadline && !fired) return;
     auto reason = heartbeat.gone();
     if (reason.empty() && (now >= deadline || fired)) {
       outcome.ran_out = true;

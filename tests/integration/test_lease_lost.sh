@@ -292,6 +292,33 @@ mongolock_killed_job_dies() {
   wait_until 3 eval "! pid_alive $child"
 }
 
+# The job ends (0) within its lease while mongolock is stopped past the lease's end: the job held the
+# lease to its end, so the run is no lost lease; the release then tells whether the lock was still there
+# (free: exit 0) or another holder had taken it meanwhile (taken: 76, that holder's lock untouched).
+job_ended_while_stopped() { # free|taken
+  local name pid
+  name=$(lock_name)
+  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh -c 'touch "$1/started"; sleep 0.5' _ "$T"
+  pid=$BG_PID
+  wait_file 10 "$T/started"
+  kill -STOP "$pid"
+  if [[ $1 == taken ]]; then
+    expect_exit 0 -- ml --grace 100ms acquire "$name" --wait 10s --process "$HOST:1"
+  else
+    sleep 4
+  fi
+  kill -CONT "$pid"
+  if [[ $1 == taken ]]; then
+    expect_bg_exit 76 "$pid" run 10
+    assert_contains "$T/run.err" "was no longer held when the command ended"
+    assert_held_by "$name" "$HOST:1"
+  else
+    expect_bg_exit 0 "$pid" run 10
+    assert_free "$name"
+  fi
+  assert_not_contains "$T/run.err" "lost:"
+}
+
 run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
 run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
 run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
@@ -309,4 +336,6 @@ run_case "mongolock stopped past the TTL: the guardian stops the job before the 
 run_case "mongolock stopped, --on-lost kill: the guardian kills the job in time" mongolock_stopped_on_lost_kill
 run_case "mongolock stopped, --on-lost ignore: the job runs on" mongolock_stopped_on_lost_ignore
 run_case "mongolock killed: its guardian kills the job at once" mongolock_killed_job_dies
+run_case "job ends within its lease while mongolock is stopped: exit 0, lock released" job_ended_while_stopped free
+run_case "job ends within its lease while mongolock is stopped, lock taken over meanwhile: exit 76" job_ended_while_stopped taken
 finish
