@@ -92,7 +92,7 @@ public:
   // (at once when zero). Cannot be undone; the guardian exits as the job does.
   void stop_job(std::chrono::milliseconds grace) const;
 
-  // Readable when the guardian reports something; then watchdog_fired() says what.
+  // Readable when the guardian reports something; watchdog_fired() and job_ended() read the reports.
   [[nodiscard]] int report_fd() const { return m_control_fd; }
   // The time (LeaseClock) at which the guardian stopped the job because its own deadline passed, when it
   // did (read from the guardian's reports; later calls return the same).

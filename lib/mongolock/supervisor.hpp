@@ -31,7 +31,8 @@ struct RunOutcome {
 };
 
 // The local time (LeaseClock) by which the job must be stopped unless a renewal succeeds: the earliest
-// renewed_at of `locks` (server clock, mapped to local time) + timing.renew_deadline.
+// renewed_at of `locks` (server clock, mapped to local time) + timing.renew_deadline. Throws Error (69) only
+// when reading the store's clock needs the server and it cannot be reached.
 [[nodiscard]] LocalTime lease_deadline(LockStore& store, const std::vector<LockRecord>& locks,
                                        const LeaseTiming& timing);
 
