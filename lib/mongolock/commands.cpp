@@ -272,9 +272,9 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   auto config = global.store;
   // Each command must give up well within the renewal deadline so the heartbeat can retry.
   config.operation_timeout = std::clamp(policy.lease.renew_interval, Millis(1000), config.operation_timeout);
-  // Re-read the server's time (a driver server check: one hello) before about every renewal, so a clock
-  // estimate made stale by a paused VM is corrected at the next renewal, not a minute later.
-  config.server_check_interval = policy.lease.renew_interval / 2;
+  // No periodic server checks: every renewal connects afresh, and its handshake re-reads the server's time
+  // (so a clock estimate made stale by a paused VM is corrected at the next renewal); a check due between
+  // the handshake and the renewal would only add a round trip that could outlast the renew deadline.
   MongoStore store(config, log);
   Locker locker(store, log);
   std::vector<AcquireRequest> requests;

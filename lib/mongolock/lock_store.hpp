@@ -51,6 +51,12 @@ struct ServerInfo {
   std::string address;      // host:port of the selected server
 };
 
+// Time limits of the next server call after LockStore::reconnect() (ms).
+struct CallLimits {
+  Millis connect; // TCP connect and handshake (server selection)
+  Millis total;   // the whole call, handshake included
+};
+
 // Every method is one server command (plus the connection handshake on first use). Errors of the
 // server or the connection are thrown as Error with exit code 69; nothing here retries.
 class LockStore {
@@ -62,13 +68,12 @@ public:
   virtual const ServerClock& clock() = 0;
 
   // Drops the connection and makes a new client, so that the next call connects and selects the server
-  // anew (no waiting out an earlier failed server check) and the next call, handshake included, gives up
-  // after at most `limit` (ms): connect and handshake within half of it (or the configured connect
-  // timeout, if shorter), the command within the rest (or the configured operation timeout). Without
-  // `limit`: back to the configured timeouts, and only if the client has other ones or a call failed.
-  // Sends nothing to the server (the old client's session is left to expire there). Throws Error (64)
-  // only when the URI cannot make a client.
-  virtual void reconnect(std::optional<Millis> limit) = 0;
+  // anew (no waiting out an earlier failed server check). With `limits`, the next call gives up when the
+  // connection and handshake take longer than limits.connect, and altogether after at most limits.total
+  // (each capped by the configured connect and operation timeouts); without, the client gets the
+  // configured timeouts (a no-op when it has them and no call failed). Sends nothing to the server (the
+  // old client's session is left to expire there). Throws Error (64) only when the URI cannot make a client.
+  virtual void reconnect(std::optional<CallLimits> limits) = 0;
 
   // Creates the unique index on `program` (createIndexes; a no-op when it exists).
   virtual void ensure_indexes() = 0;

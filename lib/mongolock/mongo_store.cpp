@@ -415,17 +415,17 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   collection.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), config.collection.c_str()));
 }
 
-void MongoStore::reconnect(std::optional<Millis> limit) {
+void MongoStore::reconnect(std::optional<CallLimits> limits) {
   auto& impl = *m_impl;
-  if (!limit) {
+  if (!limits) {
     const bool configured =
         impl.connect_limit == impl.config.connect_timeout && impl.socket_limit == impl.config.operation_timeout;
     if (configured && !impl.failed) return;
     impl.open_client(impl.config.connect_timeout, impl.config.operation_timeout);
     return;
   }
-  const auto connect = std::min(impl.config.connect_timeout, *limit / 2);
-  impl.open_client(connect, std::min(impl.config.operation_timeout, *limit - connect));
+  const auto connect = std::min(impl.config.connect_timeout, limits->connect);
+  impl.open_client(connect, std::min(impl.config.operation_timeout, limits->total - connect));
   impl.log.debugf("new connection: connect and handshake within {}, the command within {}",
                   format_duration(impl.connect_limit), format_duration(impl.socket_limit));
 }

@@ -38,7 +38,7 @@ public:
   MongoStore& operator=(const MongoStore&) = delete;
 
   const ServerClock& clock() override;
-  void reconnect(std::optional<Millis> limit) override;
+  void reconnect(std::optional<CallLimits> limits) override;
   void ensure_indexes() override;
   [[nodiscard]] bool insert(LockRecord& lock) override;
   [[nodiscard]] std::int64_t purge_expired(std::string_view program, ServerTime expired_at_or_before) override;

@@ -41,8 +41,8 @@ private:
 // renew_deadline after the send time of its last successful renewal; the thread never sends a renewal past
 // that deadline, and it accepts a reply only if it arrived before that deadline (by then the job is being
 // stopped, and a later reply may describe a write the server applied after another holder had taken over).
-// Every renewal uses a new connection bounded by the time left to the deadline, so the thread never
-// outlives the deadline by more than a moment, and a failed server is tried again at once.
+// Every renewal uses a new connection bounded by the deadline (plus the kill grace + 0.5s for the command),
+// so the thread never outlives the job by much, and a failed server is tried again at once.
 // After each successful renewal, `renewed` gets the new deadline (the guardian's watchdog).
 class Heartbeat {
 public:
@@ -143,10 +143,13 @@ private:
     const auto deadline = last_sent + m_timing.renew_deadline;
     if (sent >= deadline) return Renewal::gone; // too late: the lease is lost
     try {
-      // A new connection for every renewal: its handshake and command are bounded by the time left, and
-      // a server that failed a check is tried again at once (libmongoc's single-threaded client would
-      // wait 5s). The handshake's hello also re-reads the server's time.
-      m_locker.store().reconnect(std::chrono::floor<Millis>(deadline - sent));
+      // A new connection for every renewal: a server that failed a check is tried again at once
+      // (libmongoc's single-threaded client would wait 5s), and the handshake's hello re-reads the server's
+      // time. The handshake must be done by the deadline; the command may end a little later (its reply
+      // then does not count), so that a slow server is given the time there is, while the thread still
+      // ends within the kill grace + 0.5s of the deadline and mongolock exits soon after its job.
+      const auto left = std::chrono::floor<Millis>(deadline - sent);
+      m_locker.store().reconnect(CallLimits{left, left + m_timing.kill_grace + Millis(500)});
       if (!m_locker.renew(lease, m_timing.ttl, sent)) {
         report_gone(fmt::format("the lock document of '{}' is gone (expired and taken over, or broken with "
                                 "'mongolock break')",
