@@ -419,7 +419,7 @@ void Child::kill_job() const {
 }
 
 bool Child::extend_deadline(LocalTime deadline) const {
-  if (m_control_fd < 0 || m_reaped) return false;
+  if (m_control_fd < 0) return false; // (not m_reaped: the main thread writes it; the fd outlives the heartbeat)
   const ControlMessage message{ControlMessage::deadline, deadline.time_since_epoch().count()};
   // Never blocks: a guardian that does not read (stopped) misses the extension and stops the job: safe.
   return send(m_control_fd, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL) ==

@@ -6,17 +6,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 outlives_ttl_keeps_lock() {
   local name pid
   name=$(lock_name)
-  # -v: the log shows each renewal. The command runs 7s: 3.5 TTLs.
-  start_bg run ml -v run "$name" --ttl 2s -- sh -c 'sleep 7; touch "$1/done"' _ "$T"
+  # -v: the log shows each renewal. The command runs until the test lets it end ($T/go), after 7s of
+  # checks (3.5 TTLs): a contender's acquire that succeeds during the checks is always a double holder,
+  # never a race with the run's own release.
+  start_bg run ml -v run "$name" --ttl 2s -- sh -c 'while [ ! -e "$1/go" ]; do sleep 0.05; done; touch "$1/done"' _ "$T"
   pid=$BG_PID
   wait_until 10 is_held "$name"
   local start attempts=0 late=0 rc now renewed last_renewed="" renewals=0 left
   start=$(now_ms)
-  while pid_alive "$pid"; do
+  while (($(now_ms) - start < 7000)); do
+    pid_alive "$pid" || fail_with "the run ended during the checks" stderr "$T/run.err"
     # A contender with a tiny takeover grace: it would get in 2.1s after the last renewal.
     rc=0
     ml --grace 100ms acquire "$name" --process "$HOST:1" >"$T/acquire.out" 2>"$T/acquire.err" || rc=$?
-    if [[ -e $T/done ]]; then break; fi # the command ended: the lock may be free now
     case $rc in
     75) ;;
     0) fail_with "a contender got the lock $(($(now_ms) - start))ms into the run" stderr "$T/run.err" ;;
@@ -28,7 +30,6 @@ outlives_ttl_keeps_lock() {
 
     rc=0
     ml status "$name" >"$T/status" 2>&1 || rc=$?
-    if [[ -e $T/done ]]; then break; fi
     ((rc == 0)) || fail_with "status exited $rc during the run" status "$T/status"
     renewed=$(status_field "$T/status" renewed)
     renewed=${renewed%% *}
@@ -41,6 +42,7 @@ outlives_ttl_keeps_lock() {
     fi
     sleep 0.2
   done
+  touch "$T/go"
   expect_bg_exit 0 "$pid" run 20
   [[ -e $T/done ]] || fail "the command did not run to its end"
   ((late >= 3)) || fail "only $late contender attempts after TTL + grace ($attempts in all)"
