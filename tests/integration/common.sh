@@ -4,6 +4,7 @@
 # A suite defines one function per test case and runs each with `run_case "what it checks" function`;
 # it ends with `finish`. Each case runs in a subshell with errexit: the first failing command or
 # assertion ends that case (reported as "not ok - ..." with the failing line), the others still run.
+# A case that cannot run here calls `skip "reason"` (reported as "skipped - ...", never as passed).
 #
 # Environment (set by tests/CMakeLists.txt and scripts/test):
 #   MONGOLOCK_TEST_URI       the test server; unset: the suite is skipped (exit 77), or fails when
@@ -192,7 +193,14 @@ trap 'exit 129' HUP
 
 CASES_PASSED=0
 CASES_FAILED=0
+CASES_SKIPPED=0
 CASE_NUMBER=0
+
+# Ends the current test case as skipped: it cannot run here (say why).
+skip() {
+  printf '%s\n' "$*" >"$T/skipped"
+  exit 77
+}
 
 # run_case DESCRIPTION FUNCTION [ARGS...]: runs one test case in a subshell; prints "ok - DESCRIPTION"
 # or "not ok - DESCRIPTION" after the reasons; stops what the case left running.
@@ -218,16 +226,25 @@ run_case() {
   if ((rc == 0)); then
     printf 'ok - %s\n' "$description"
     CASES_PASSED=$((CASES_PASSED + 1))
+  elif ((rc == 77)) && [[ -e $SUITE_TMP/$CASE_NUMBER/skipped ]]; then
+    printf 'skipped - %s: %s\n' "$description" "$(cat "$SUITE_TMP/$CASE_NUMBER/skipped")"
+    CASES_SKIPPED=$((CASES_SKIPPED + 1))
   else
     printf 'not ok - %s\n' "$description"
     CASES_FAILED=$((CASES_FAILED + 1))
   fi
 }
 
-# Prints the suite's summary line and exits: 0 when every case passed.
+# Prints the suite's summary line and exits: 0 when every case passed or was skipped and one passed,
+# 77 (skipped) when every case was skipped, 1 otherwise.
 finish() {
-  printf '%d passed, %d failed\n' "$CASES_PASSED" "$CASES_FAILED"
+  if ((CASES_SKIPPED)); then
+    printf '%d passed, %d failed, %d skipped\n' "$CASES_PASSED" "$CASES_FAILED" "$CASES_SKIPPED"
+  else
+    printf '%d passed, %d failed\n' "$CASES_PASSED" "$CASES_FAILED"
+  fi
   if ((CASES_FAILED == 0 && CASES_PASSED > 0)); then exit 0; fi
+  if ((CASES_FAILED == 0 && CASES_SKIPPED > 0)); then exit 77; fi
   exit 1
 }
 

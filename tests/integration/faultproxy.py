@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""A loopback TCP proxy that injects network faults between mongolock and the test server.
+Standard library only (asyncio).
+
+    faultproxy.py serve PORT_FILE UPSTREAM_PORT CONTROL_DIR
+        Listens on 127.0.0.1 (a free port, written to PORT_FILE once it listens) and forwards every
+        connection to 127.0.0.1:UPSTREAM_PORT. Takes commands, one a line, from the FIFO
+        CONTROL_DIR/in and answers each with one line ("ok ..." or "error: ...") on the FIFO
+        CONTROL_DIR/out once it has been applied (it creates both; a shell can keep them open and
+        switch modes with builtins alone: `echo hold >&$in; read -r reply <&$out`). Logs connections
+        and mode changes on stderr. Ends on SIGTERM or SIGINT.
+
+    faultproxy.py ctl CONTROL_DIR COMMAND [ARG]
+        Sends one command and prints the reply (exit 1 when the proxy refused the command). Commands:
+          pass        forward everything (the start mode); what hold kept back is delivered now
+          hold        blackhole: connections stay open (new ones are accepted) but nothing is
+                      forwarded in either direction, as behind a network partition; the data is kept
+                      and delivered in order on pass (as TCP retransmission would once the partition
+                      heals); a connection accepted during hold reaches the server only then
+          delay MS    forward each message (each chunk read, in practice one wire-protocol message)
+                      MS milliseconds after it arrived, in each direction: a round trip takes 2*MS
+          refuse      reset every new connection at once (a server that refuses connections)
+          reset       reset every open connection now (RST to both sides); the mode is unchanged
+          status      print the mode and the number of open connections
+"""
+import asyncio
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+LINGER_RST = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
+
+
+def log(message):
+    print(f"faultproxy: {time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} {message}",
+          file=sys.stderr, flush=True)
+
+
+def reset(writer):
+    sock = writer.get_extra_info("socket")
+    try:
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RST)
+    except OSError:
+        pass
+    writer.transport.abort()
+
+
+class Proxy:
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.mode = "pass"
+        self.delay_s = 0.0
+        self.flowing = asyncio.Event()  # set unless mode == hold
+        self.flowing.set()
+        self.connections = set()  # open Connection objects
+        self.serial = 0
+
+    def set_mode(self, mode, delay_ms=0):
+        self.mode = mode
+        self.delay_s = delay_ms / 1000 if mode == "delay" else 0.0
+        if mode == "hold":
+            self.flowing.clear()
+        else:
+            self.flowing.set()
+
+    async def accept(self, reader, writer):
+        self.serial += 1
+        conn = Connection(self, self.serial, reader, writer)
+        if self.mode == "refuse":
+            log(f"#{conn.serial} refused (reset)")
+            reset(writer)
+            return
+        self.connections.add(conn)
+        try:
+            await conn.run()
+        finally:
+            self.connections.discard(conn)
+
+    def command(self, words):
+        if words == ["pass"] or words == ["hold"] or words == ["refuse"]:
+            self.set_mode(words[0])
+        elif len(words) == 2 and words[0] == "delay" and words[1].isdigit():
+            self.set_mode("delay", int(words[1]))
+        elif words == ["reset"]:
+            n = len(self.connections)
+            for conn in list(self.connections):
+                conn.reset()
+            log(f"reset {n} connection(s)")
+            return f"ok reset {n}"
+        elif words == ["status"]:
+            pass
+        else:
+            return f"error: unknown command {' '.join(words)!r}"
+        mode = self.mode + (f" {int(self.delay_s * 1000)}" if self.mode == "delay" else "")
+        if words != ["status"]:
+            log(f"mode {mode}")
+        return f"ok {mode} {len(self.connections)}"
+
+
+class Connection:
+    def __init__(self, proxy, serial, reader, writer):
+        self.proxy = proxy
+        self.serial = serial
+        self.client = (reader, writer)
+        self.server = None
+        self.tasks = []
+        self.was_reset = False
+
+    def reset(self):
+        self.was_reset = True
+        for _, writer in filter(None, (self.client, self.server)):
+            reset(writer)
+        for task in self.tasks:
+            task.cancel()
+
+    async def run(self):
+        proxy = self.proxy
+        log(f"#{self.serial} accepted ({proxy.mode})")
+        await proxy.flowing.wait()  # during hold the connection is not even forwarded to the server
+        if self.was_reset:
+            return
+        try:
+            self.server = await asyncio.open_connection("127.0.0.1", proxy.upstream_port)
+        except OSError as e:
+            log(f"#{self.serial} upstream: {e}; reset")
+            reset(self.client[1])
+            return
+        queue_up, queue_down = asyncio.Queue(), asyncio.Queue()
+        self.tasks = [
+            asyncio.ensure_future(self.read(self.client[0], queue_up)),
+            asyncio.ensure_future(self.write(queue_up, self.server[1])),
+            asyncio.ensure_future(self.read(self.server[0], queue_down)),
+            asyncio.ensure_future(self.write(queue_down, self.client[1])),
+        ]
+        # The connection ends when one side closes (and what it sent before was delivered) or on reset.
+        done, pending = await asyncio.wait(self.tasks[1::2], return_when=asyncio.FIRST_COMPLETED)
+        for task in self.tasks:
+            task.cancel()
+        for _, writer in (self.client, self.server):
+            writer.transport.abort()
+        log(f"#{self.serial} closed")
+
+    async def read(self, reader, queue):
+        try:
+            while True:
+                data = await reader.read(65536)
+                await queue.put((time.monotonic(), data))
+                if not data:
+                    return
+        except (OSError, asyncio.IncompleteReadError):
+            await queue.put((time.monotonic(), b""))
+
+    async def write(self, queue, writer):
+        proxy = self.proxy
+        while True:
+            arrived, data = await queue.get()
+            while True:
+                await proxy.flowing.wait()
+                wait = arrived + proxy.delay_s - time.monotonic()
+                if wait <= 0:
+                    break
+                await asyncio.sleep(wait)  # the mode may change meanwhile: look again
+            if not data:
+                return
+            try:
+                writer.write(data)
+                await writer.drain()
+            except OSError:
+                return
+
+
+async def serve(port_file, upstream_port, control_dir):
+    proxy = Proxy(upstream_port)
+    server = await asyncio.start_server(proxy.accept, "127.0.0.1", 0)
+    fifo_in, fifo_out = os.path.join(control_dir, "in"), os.path.join(control_dir, "out")
+    for path in (fifo_in, fifo_out):
+        if not os.path.exists(path):
+            os.mkfifo(path, 0o600)
+    # Read-write opens: neither blocks, and neither sees end-of-file when a controller goes away.
+    in_fd = os.open(fifo_in, os.O_RDWR | os.O_NONBLOCK)
+    out_fd = os.open(fifo_out, os.O_RDWR)
+    pending = b""
+
+    def on_command():
+        nonlocal pending
+        try:
+            pending += os.read(in_fd, 4096)
+        except BlockingIOError:
+            return
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            os.write(out_fd, (proxy.command(line.decode().split()) + "\n").encode())
+
+    loop = asyncio.get_running_loop()
+    loop.add_reader(in_fd, on_command)
+    port = server.sockets[0].getsockname()[1]
+    with open(port_file + ".tmp", "w") as f:
+        f.write(f"{port}\n")
+    os.rename(port_file + ".tmp", port_file)
+    log(f"listening on 127.0.0.1:{port}, forwarding to 127.0.0.1:{upstream_port}")
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    for conn in list(proxy.connections):
+        conn.reset()
+    return 0
+
+
+def ctl(control_dir, words):
+    try:
+        with open(os.path.join(control_dir, "in"), "w") as fin, open(os.path.join(control_dir, "out")) as fout:
+            fin.write(" ".join(words) + "\n")
+            fin.flush()
+            text = fout.readline().strip()
+    except OSError as e:
+        print(f"faultproxy.py: cannot reach the proxy at {control_dir}: {e}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0 if text.startswith("ok") else 1
+
+
+def main(argv):
+    if len(argv) == 5 and argv[1] == "serve" and argv[3].isdigit():
+        return asyncio.run(serve(argv[2], int(argv[3]), argv[4]))
+    if len(argv) >= 4 and argv[1] == "ctl":
+        return ctl(argv[2], argv[3:])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

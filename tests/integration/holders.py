@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The job of the fault-injection suites, and the checker that proves "never twice at once".
+
+    holders.py job FILE [--seconds S]
+        The job a holder runs under `mongolock run`. Appends to FILE (O_APPEND, one write(2) per
+        line, so lines of concurrent writers never mix) a "start" line, then a "tick" line every
+        10 ms while it runs (the work: a stale holder that keeps running shows up as ticks), and an
+        "end" line when it ends by itself after S seconds (default 5; exit 0) or on SIGTERM (exit
+        143). A job killed with SIGKILL leaves no "end": its last tick is when it was last seen
+        running. A line is "KIND HOST PID MONO_NS REAL_NS TOKEN": HOST is gethostname(2) (a contender
+        in its own UTS namespace is another host), MONO_NS CLOCK_MONOTONIC, REAL_NS CLOCK_REALTIME
+        (both in ns), TOKEN the lock token mongolock passed in $MONGOLOCK_TOKEN.
+
+    holders.py check FILE [--min-holders N] [--max-overlap-ms MS]
+        Each holder (HOST, PID, TOKEN) held from its first line to its last. Prints every holder
+        (times in ms from the first start, on CLOCK_MONOTONIC), then "max_overlap_ms=X holders=N":
+        X is the longest time two holders' intervals overlap (0 when none do). Exit 0 when
+        X <= MS (default 0) and at least N holders (default 2: a check that saw one holder proves
+        nothing) ran; 1 otherwise; 2 when FILE cannot be read or has a malformed line.
+
+    holders.py last FILE HOST
+        REAL_NS (CLOCK_REALTIME, ns) of the last line written by a job of HOST; exit 1 when none.
+"""
+import os
+import signal
+import socket
+import sys
+import time
+
+TICK_S = 0.01
+
+
+def job(path, seconds):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    ident = f"{socket.gethostname()} {os.getpid()}"
+    token = os.environ.get("MONGOLOCK_TOKEN", "-") or "-"
+
+    def record(kind):
+        line = f"{kind} {ident} {time.monotonic_ns()} {time.time_ns()} {token}\n"
+        os.write(fd, line.encode())
+
+    def on_term(_signum, _frame):
+        record("end")
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, on_term)
+    record("start")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(TICK_S)
+        record("tick")
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    record("end")
+    return 0
+
+
+def read_holders(path):
+    """{(host, pid, token): [first_mono, last_mono, first_real, last_real, ended, lines]}"""
+    holders = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split()
+            if len(fields) != 6 or fields[0] not in ("start", "tick", "end"):
+                raise ValueError(f"{path}:{number}: malformed line: {line!r}")
+            kind, host, pid, mono, real, token = fields
+            mono, real = int(mono), int(real)
+            h = holders.setdefault((host, pid, token), [mono, mono, real, real, False, 0])
+            h[0], h[1] = min(h[0], mono), max(h[1], mono)
+            h[2], h[3] = min(h[2], real), max(h[3], real)
+            h[4] = h[4] or kind == "end"
+            h[5] += 1
+    return holders
+
+
+def check(path, min_holders, max_overlap_ms):
+    holders = read_holders(path)
+    ordered = sorted(holders.items(), key=lambda item: item[1][0])
+    origin = ordered[0][1][0] if ordered else 0
+    for (host, pid, token), (first, last, _, _, ended, lines) in ordered:
+        print(
+            f"holder {host}:{pid} token {token[:8]}: {(first - origin) / 1e6:.1f} .. "
+            f"{(last - origin) / 1e6:.1f} ms ({lines} lines, {'ended' if ended else 'no end line: killed'})"
+        )
+    worst, pair = 0, None
+    for i in range(len(ordered)):
+        for j in range(i + 1, len(ordered)):
+            a, b = ordered[i][1], ordered[j][1]
+            overlap = min(a[1], b[1]) - max(a[0], b[0])
+            if overlap > worst:
+                worst, pair = overlap, (ordered[i][0], ordered[j][0])
+    worst_ms = worst / 1e6
+    print(f"max_overlap_ms={worst_ms:.1f} holders={len(ordered)}")
+    ok = True
+    if pair:
+        print(f"overlap: {pair[0][0]}:{pair[0][1]} and {pair[1][0]}:{pair[1][1]} ran at once for {worst_ms:.1f} ms")
+    if worst_ms > max_overlap_ms:
+        print(f"FAIL: two holders overlapped for {worst_ms:.1f} ms (allowed: {max_overlap_ms} ms)")
+        ok = False
+    if len(ordered) < min_holders:
+        print(f"FAIL: {len(ordered)} holder(s) ran, expected at least {min_holders}")
+        ok = False
+    return 0 if ok else 1
+
+
+def last(path, host):
+    holders = read_holders(path)
+    times = [h[3] for (h_host, _, _), h in holders.items() if h_host == host]
+    if not times:
+        return 1
+    print(max(times))
+    return 0
+
+
+def option(args, name, default, kind):
+    if name in args:
+        i = args.index(name)
+        value = kind(args[i + 1])
+        del args[i : i + 2]
+        return value
+    return default
+
+
+def main(argv):
+    args = argv[1:]
+    try:
+        if len(args) >= 2 and args[0] == "job":
+            seconds = option(args, "--seconds", 5.0, float)
+            if len(args) == 2:
+                return job(args[1], seconds)
+        elif len(args) >= 2 and args[0] == "check":
+            min_holders = option(args, "--min-holders", 2, int)
+            max_overlap = option(args, "--max-overlap-ms", 0.0, float)
+            if len(args) == 2:
+                return check(args[1], min_holders, max_overlap)
+        elif len(args) == 3 and args[0] == "last":
+            return last(args[1], args[2])
+    except (OSError, ValueError, IndexError) as e:
+        print(f"holders.py: {e}", file=sys.stderr)
+        return 2
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Fault injection, network: the holder reaches the server through faultproxy.py, which blackholes
+# (longer than the TTL, or shorter than the renew deadline at three phases of the renew cycle), delays
+# every message by 1 s, or resets every connection. A contender on another host, connected straight to
+# the server, waits for the lock meanwhile; the jobs' records must show that the two never ran at once.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/faults.sh"
+
+# Blackhole for longer than the TTL: the lease is lost. The job must be stopped before the lease can
+# end on the server, mongolock must exit 76 within the kill grace + 1 s of the job's death, and the
+# contender then takes over.
+blackhole_longer_than_ttl() {
+  local name a lease_end job_end held kill_grace_ms=500
+  need_other_host
+  name=$(lock_name)
+  server_start
+  proxy_start
+  start_holder a "$PROXY_URI" "$name" 30 --ttl 3s --kill-grace "${kill_grace_ms}ms"
+  a=$HOLDER_PID
+  wait_acquired a
+  start_contender b "$name" 1 --ttl 3s
+  wait_renewals a 1 10
+  proxy hold
+  held=$(now_ms)
+  expect_exit_code 76 "$a" a 15
+  lease_end=$(lease_end_ms a)
+  job_end=$(job_last_ms "$HOST")
+  expect_exit_code 0 "$CONTENDER_PID" b 30
+  proxy pass
+  check_holders
+  result "blackhole > TTL (ttl 3s, kill grace ${kill_grace_ms}ms): overlap ${OVERLAP_MS}ms, exit a=76 b=0," \
+    "job dead $((job_end - held))ms into the blackhole, $((lease_end - job_end))ms before the lease end;" \
+    "mongolock exit $((EXIT_MS - job_end))ms after the job's death"
+  ((job_end < lease_end)) ||
+    fail_with "the job ran until $((job_end - lease_end))ms after its lease ended" holders "$T/holders.summary" stderr "$T/a.err"
+  (((EXIT_MS - job_end) <= kill_grace_ms + 1000)) ||
+    fail_with "mongolock exited $((EXIT_MS - job_end))ms after its job died (kill grace + 1 s: $((kill_grace_ms + 1000))ms)" stderr "$T/a.err"
+}
+
+# blackhole_short PHASE: with --ttl 6s (renew every 2 s, deadline 4 s), a 1.5 s blackhole starting at
+# PHASE (0.1, 0.5, 0.9) of the renew interval after a renewal: the run survives (exit 0, the job runs to
+# its end) and renews again after it.
+blackhole_short() {
+  local phase=$1 name a before start
+  need_other_host
+  name=$(lock_name)
+  server_start
+  proxy_start
+  start_holder a "$PROXY_URI" "$name" 8 --ttl 6s
+  a=$HOLDER_PID
+  wait_acquired a
+  start_contender b "$name" 1 --ttl 6s
+  wait_renewals a 1 10
+  before=$(renewals a)
+  sleep "$(awk -v p="$phase" 'BEGIN { print p * 2.0 }')"
+  proxy hold
+  start=$(now_ms)
+  sleep 1.5
+  proxy pass
+  result "blackhole $(($(now_ms) - start))ms at phase $phase of the renew interval (ttl 6s):" \
+    "started $((start - RENEWED_MS))ms after a renewal"
+  expect_exit_code 0 "$a" a 20
+  (($(renewals a) > before)) || fail_with "no renewal after the blackhole" stderr "$T/a.err"
+  expect_exit_code 0 "$CONTENDER_PID" b 30
+  check_holders
+  result "  overlap ${OVERLAP_MS}ms, exit a=0 b=0, $(($(renewals a) - before)) renewal(s) after the blackhole"
+}
+
+# Every message delayed by 1 s in each direction (a round trip of 2 s), with --ttl 15s: the run keeps
+# its lease (exit 0) across renewals.
+latency() {
+  local name a
+  need_other_host
+  name=$(lock_name)
+  server_start
+  proxy_start
+  proxy delay 1000
+  start_holder a "$PROXY_URI" "$name" 12 --ttl 15s
+  a=$HOLDER_PID
+  wait_acquired a
+  start_contender b "$name" 1 --ttl 15s
+  expect_exit_code 0 "$a" a 60
+  (($(renewals a) >= 2)) || fail_with "fewer than 2 renewals" stderr "$T/a.err"
+  expect_exit_code 0 "$CONTENDER_PID" b 30
+  check_holders
+  result "1 s latency per message (ttl 15s): overlap ${OVERLAP_MS}ms, exit a=0 b=0, $(renewals a) renewals"
+}
+
+# Every connection reset just before a renewal is due (--ttl 6s): the run reconnects and keeps its
+# lease (exit 0).
+connections_reset() {
+  local name a before
+  need_other_host
+  name=$(lock_name)
+  server_start
+  proxy_start
+  start_holder a "$PROXY_URI" "$name" 6 --ttl 6s
+  a=$HOLDER_PID
+  wait_acquired a
+  start_contender b "$name" 1 --ttl 6s
+  wait_renewals a 1 10
+  before=$(renewals a)
+  sleep 1.9
+  proxy reset
+  expect_exit_code 0 "$a" a 20
+  (($(renewals a) > before)) || fail_with "no renewal after the reset" stderr "$T/a.err"
+  expect_exit_code 0 "$CONTENDER_PID" b 30
+  check_holders
+  result "connections reset before a renewal (ttl 6s): overlap ${OVERLAP_MS}ms, exit a=0 b=0"
+}
+
+run_case "blackhole longer than the TTL: job stopped before the lease ends, prompt exit 76, no overlap" blackhole_longer_than_ttl
+run_case "blackhole shorter than the renew deadline, just after a renewal: exit 0, no overlap" blackhole_short 0.1
+run_case "blackhole shorter than the renew deadline, mid-interval: exit 0, no overlap" blackhole_short 0.5
+run_case "blackhole shorter than the renew deadline, across a renewal: exit 0, no overlap" blackhole_short 0.9
+run_case "1 s latency per message: exit 0, no overlap" latency
+run_case "connections reset before a renewal: exit 0, no overlap" connections_reset
+finish

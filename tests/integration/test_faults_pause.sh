@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Fault injection, paused processes: mongolock (not its job) stopped for longer than the TTL, and the
+# whole holder (mongolock's and the job's process groups) stopped, resumed in either order. A
+# contender on another host takes the lock once the lease has ended; the jobs' records must show that
+# the two never ran at once (for the whole-holder freeze: for at most FREEZE_BOUND_MS).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/faults.sh"
+
+TTL=3s
+KILL_GRACE_MS=500
+TAKEOVER_GRACE_MS=2000 # --grace default
+# The whole holder frozen (a VM pause): on resume, the job may run until the guardian or mongolock,
+# resumed with it, has killed it. The bound the man page states.
+FREEZE_BOUND_MS=100
+
+# SIGSTOP of mongolock alone, for longer than TTL + takeover grace: the guardian must stop the job
+# before the lease can end on the server, by itself; on SIGCONT mongolock exits 76 promptly.
+mongolock_stopped() {
+  local name lease_end job_end stopped resumed
+  need_other_host
+  name=$(lock_name)
+  server_start
+  start_holder a "$SERVER_URI" "$name" 30 --ttl "$TTL" --kill-grace "${KILL_GRACE_MS}ms"
+  local a=$HOLDER_PID
+  wait_renewals a 1 10
+  start_contender b "$name" 2 --ttl "$TTL"
+  kill -STOP "$a"
+  stopped=$(now_ms)
+  lease_end=$(lease_end_ms a)
+  # The contender takes over once the lease and the takeover grace have passed, and runs its job.
+  expect_exit_code 0 "$CONTENDER_PID" b 30
+  pid_alive "$a" || fail "mongolock ended while stopped"
+  kill -CONT "$a"
+  resumed=$(now_ms)
+  expect_exit_code 76 "$a" a 10
+  check_holders
+  job_end=$(job_last_ms "$HOST")
+  result "mongolock stopped $((resumed - stopped))ms (ttl $TTL): overlap ${OVERLAP_MS}ms, exit a=76 b=0," \
+    "job last seen $((lease_end - job_end))ms before the lease end, mongolock exit $((EXIT_MS - resumed))ms after SIGCONT"
+  ((job_end < lease_end)) ||
+    fail_with "the job ran until $((job_end - lease_end))ms after its lease ended" holders "$T/holders.summary" stderr "$T/a.err"
+  (((EXIT_MS - resumed) <= 1000)) || fail_with "mongolock exited $((EXIT_MS - resumed))ms after SIGCONT" stderr "$T/a.err"
+}
+
+# whole_holder_stopped ORDER: SIGSTOP of mongolock's and the job's process groups at once, for longer
+# than TTL + takeover grace; the contender takes over; then SIGCONT: ORDER job-first, mongolock-first
+# (0.5 s apart) or together. The old job must not run on: at most FREEZE_BOUND_MS inside the new
+# holder's time, and the run exits 76.
+whole_holder_stopped() {
+  local order=$1 name a job group stopped resumed
+  need_other_host
+  name=$(lock_name)
+  server_start
+  start_holder a "$SERVER_URI" "$name" 30 --ttl "$TTL" --kill-grace "${KILL_GRACE_MS}ms"
+  a=$HOLDER_PID
+  wait_renewals a 1
+  wait_until 5 job_started "$HOST"
+  job=$(job_pid "$HOST")
+  group=$(pgid_of "$job")
+  [[ $group != "$a" && $(pgid_of "$a") == "$a" ]] || fail "expected mongolock ($a) and its job ($job, group $group) in groups of their own"
+  start_contender b "$name" 3 --ttl "$TTL"
+  kill -STOP -- "-$a" "-$group"
+  stopped=$(now_ms)
+  # The contender's job runs 3 s; resume the old holder in the middle of it.
+  wait_until 30 job_started "$CONTENDER_HOST"
+  sleep 1
+  pid_alive "$a" || fail "mongolock ended while stopped"
+  resumed=$(now_ms)
+  case $order in
+  # Whichever wakes first may kill the other group before it is continued: the second SIGCONT may
+  # find no process.
+  job-first) kill -CONT -- "-$group" && sleep 0.5 && { kill -CONT -- "-$a" 2>/dev/null || true; } ;;
+  mongolock-first) kill -CONT -- "-$a" && sleep 0.5 && { kill -CONT -- "-$group" 2>/dev/null || true; } ;;
+  together) kill -CONT -- "-$a" "-$group" ;;
+  esac
+  expect_exit_code 76 "$a" a 10
+  expect_exit_code 0 "$CONTENDER_PID" b 30
+  check_holders "$FREEZE_BOUND_MS"
+  result "whole holder stopped $((resumed - stopped))ms, resumed $order: overlap ${OVERLAP_MS}ms" \
+    "(bound ${FREEZE_BOUND_MS}ms), exit a=76 b=0, mongolock exit $((EXIT_MS - resumed))ms after the first SIGCONT"
+}
+
+run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped
+run_case "whole holder stopped > TTL, job resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped job-first
+run_case "whole holder stopped > TTL, mongolock resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped mongolock-first
+run_case "whole holder stopped > TTL, resumed together: overlap within the freeze bound; exit 76" whole_holder_stopped together
+finish
