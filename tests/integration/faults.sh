@@ -161,12 +161,23 @@ lease_end_ms() {
   date -d "$iso" +%s%3N
 }
 
-# Epoch ms of the last line the jobs of HOST wrote (when such a job was last seen running).
-job_last_ms() {
+# Epoch ms (job_last_us: µs) of the last line the jobs of HOST wrote (when such a job was last seen
+# running).
+job_last_us() {
   local ns
   ns=$(python3 "$HOLDERS_PY" last "$HOLDERS" "$1") || fail "no job of $1 ran"
-  echo $((ns / 1000000))
+  echo $((ns / 1000))
 }
+job_last_ms() {
+  local us
+  us=$(job_last_us "$1")
+  echo $((us / 1000))
+}
+
+now_us() { echo "${EPOCHREALTIME/./}"; }
+
+# Microseconds as milliseconds with one decimal: ms_of_us 1234 → 1.2.
+ms_of_us() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
 
 # wait_exit PID LABEL [TIMEOUT_S]: as wait_bg, polling every 20 ms; sets BG_STATUS and EXIT_MS.
 wait_exit() {
@@ -189,13 +200,16 @@ expect_exit_code() {
       holders "$T/holders.summary"
 }
 
-# check_holders [MAX_OVERLAP_MS [MIN_HOLDERS]]: no two holders ran at once (or for at most
-# MAX_OVERLAP_MS, default 0), and at least MIN_HOLDERS (default 2) ran; sets OVERLAP_MS.
+# check_holders [MAX_OVERLAP_MS [MIN_HOLDERS [GAP_MS]]]: no two holders ran at once (or for at most
+# MAX_OVERLAP_MS, default 0), and at least MIN_HOLDERS (default 2) ran; with GAP_MS, only the stretches
+# a holder ran in count (holders.py check --gap-ms). Sets OVERLAP_MS and INSIDE (lines a job wrote
+# inside another holder's interval).
 check_holders() {
   local rc=0
   python3 "$HOLDERS_PY" check "$HOLDERS" --max-overlap-ms "${1:-0}" --min-holders "${2:-2}" \
-    >"$T/holders.summary" 2>&1 || rc=$?
+    ${3:+--gap-ms "$3"} >"$T/holders.summary" 2>&1 || rc=$?
   OVERLAP_MS=$(sed -n 's/^max_overlap_ms=\([0-9.]*\) .*/\1/p' "$T/holders.summary")
+  INSIDE=$(sed -n 's/^max_overlap_ms=.* inside=\([0-9]*\)$/\1/p' "$T/holders.summary")
   ((rc == 0)) || fail_with "the holders check failed" holders "$T/holders.summary" \
     holder-a "$T/a.err" contender-b "$T/b.err"
 }
