@@ -49,7 +49,7 @@ mongolock_stopped() {
 # (0.5 s apart) or together. The old job may run on inside the new holder's time only until whoever
 # wakes first has killed it: at most FREEZE_BOUND_MS after its SIGCONT; the run exits 76.
 whole_holder_stopped() {
-  local order=$1 name a job group stopped resumed job_resumed job_end ran_on
+  local order=$1 name a job group stopped resumed ml_resumed job_resumed job_end ran_on death
   need_other_host
   name=$(lock_name)
   server_start
@@ -68,11 +68,16 @@ whole_holder_stopped() {
   sleep 1
   pid_alive "$a" || fail "mongolock ended while stopped"
   resumed=$(now_ms)
+  ml_resumed=$resumed
   job_resumed=$(now_us)
   case $order in
   # Whichever wakes first may kill the other group before it is continued: the second SIGCONT may
   # find no process.
-  job-first) kill -CONT -- "-$group" && sleep 0.5 && { kill -CONT -- "-$a" 2>/dev/null || true; } ;;
+  job-first)
+    kill -CONT -- "-$group" && sleep 0.5
+    ml_resumed=$(now_ms)
+    kill -CONT -- "-$a" 2>/dev/null || true
+    ;;
   mongolock-first)
     kill -CONT -- "-$a" && sleep 0.5
     job_resumed=$(now_us)
@@ -85,11 +90,16 @@ whole_holder_stopped() {
   check_holders "$FREEZE_BOUND_MS" 2 "$STOPPED_GAP_MS"
   job_end=$(job_last_us "$HOST")
   ran_on=$((job_end > job_resumed ? job_end - job_resumed : 0)) # µs
+  # The job died at its last line, or (killed while stopped) when mongolock woke, whichever is later;
+  # mongolock cannot exit before it is continued.
+  death=$((job_end / 1000 > ml_resumed ? job_end / 1000 : ml_resumed))
   result "whole holder stopped $((resumed - stopped))ms, resumed $order: the old job ran on $(ms_of_us "$ran_on")ms after its SIGCONT" \
     "($INSIDE line(s) inside the new holder's time, overlap ${OVERLAP_MS}ms; bound ${FREEZE_BOUND_MS}ms), exit a=76 b=0," \
-    "mongolock exit $((EXIT_MS - resumed))ms after the first SIGCONT"
+    "mongolock exit $((EXIT_MS - death))ms after the job's death (and its own SIGCONT)"
   ((ran_on <= FREEZE_BOUND_MS * 1000)) ||
     fail_with "the old job ran on $(ms_of_us "$ran_on")ms after its SIGCONT (bound ${FREEZE_BOUND_MS}ms)" holders "$T/holders.summary" stderr "$T/a.err"
+  (((EXIT_MS - death) <= KILL_GRACE_MS + 1000)) ||
+    fail_with "mongolock exited $((EXIT_MS - death))ms after its job died (kill grace + 1 s: $((KILL_GRACE_MS + 1000))ms)" stderr "$T/a.err"
 }
 
 run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped

@@ -20,10 +20,10 @@ server_restart() {
   wait_ms=$((ttl_s * 1000 / 3 - 100 - ($(now_ms) - ACQUIRED_MS)))
   ((wait_ms > 0)) && sleep "$(awk -v ms="$wait_ms" 'BEGIN { print ms / 1000 }')"
   (($(renewals a) == 0)) || fail_with "a renewed before the server went away" stderr "$T/a.err"
-  start_contender b "$name" 1 "$@"
   server_kill
   sleep "$down"
   server_start
+  start_contender b "$name" 1 "$@"
   down_ms=$((SERVER_UP_MS - SERVER_DOWN_MS))
   back_ms=$SERVER_UP_MS
   # The next renewal after the server came back: how long the outage cost.
