@@ -97,11 +97,13 @@ need_other_host() {
 
 # start_holder LABEL URI NAME JOB_SECONDS [RUN OPTIONS...]: `mongolock -v --uri URI run NAME OPTIONS --
 # holders.py job` in a session and process group of its own; sets HOLDER_PID (also its group).
+# $JOB_OPTIONS go to holders.py job (--ignore-term).
 start_holder() {
   local label=$1 uri=$2 name=$3 seconds=$4
   shift 4
+  # shellcheck disable=SC2086 # word splitting wanted
   start_bg "$label" setsid "$MONGOLOCK_BIN" -v --uri "$uri" run "$name" "$@" -- \
-    python3 "$HOLDERS_PY" job "$HOLDERS" --seconds "$seconds"
+    python3 "$HOLDERS_PY" job "$HOLDERS" --seconds "$seconds" ${JOB_OPTIONS:-}
   HOLDER_PID=$BG_PID
 }
 

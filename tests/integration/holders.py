@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The job of the fault-injection suites, and the checker that proves "never twice at once".
 
-    holders.py job FILE [--seconds S]
+    holders.py job FILE [--seconds S] [--ignore-term]
         The job a holder runs under `mongolock run`. Appends to FILE (O_APPEND, one write(2) per
         line, so lines of concurrent writers never mix) a "start" line, then a "tick" line every
         10 ms while it runs (the work: a stale holder that keeps running shows up as ticks), and an
         "end" line when it ends by itself after S seconds (default 5; exit 0) or on SIGTERM (exit
-        143). A job killed with SIGKILL leaves no "end": its last tick is when it was last seen
-        running. A line is "KIND HOST PID MONO_NS REAL_NS TOKEN": HOST is gethostname(2) (a contender
+        143; with --ignore-term it writes a "term" line and runs on). A job killed with SIGKILL
+        leaves no "end": its last tick is when it was last seen running. A line is "KIND HOST PID MONO_NS REAL_NS TOKEN": HOST is gethostname(2) (a contender
         in its own UTS namespace is another host), MONO_NS CLOCK_MONOTONIC, REAL_NS CLOCK_REALTIME
         (both in ns), TOKEN the lock token mongolock passed in $MONGOLOCK_TOKEN.
 
@@ -35,7 +35,7 @@ import time
 TICK_S = 0.01
 
 
-def job(path, seconds):
+def job(path, seconds, ignore_term):
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     ident = f"{socket.gethostname()} {os.getpid()}"
     token = os.environ.get("MONGOLOCK_TOKEN", "-") or "-"
@@ -45,6 +45,9 @@ def job(path, seconds):
         os.write(fd, line.encode())
 
     def on_term(_signum, _frame):
+        if ignore_term:
+            record("term")
+            return
         record("end")
         os._exit(143)
 
@@ -65,7 +68,7 @@ def read_holders(path):
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             fields = line.split()
-            if len(fields) != 6 or fields[0] not in ("start", "tick", "end"):
+            if len(fields) != 6 or fields[0] not in ("start", "tick", "term", "end"):
                 raise ValueError(f"{path}:{number}: malformed line: {line!r}")
             kind, host, pid, mono, real, token = fields
             h = holders.setdefault((host, pid, token), {"mono": [], "real": [], "ended": False})
@@ -155,8 +158,11 @@ def main(argv):
     try:
         if len(args) >= 2 and args[0] == "job":
             seconds = option(args, "--seconds", 5.0, float)
+            ignore_term = "--ignore-term" in args
+            if ignore_term:
+                args.remove("--ignore-term")
             if len(args) == 2:
-                return job(args[1], seconds)
+                return job(args[1], seconds, ignore_term)
         elif len(args) >= 2 and args[0] == "check":
             min_holders = option(args, "--min-holders", 2, int)
             max_overlap = option(args, "--max-overlap-ms", 0.0, float)

@@ -15,14 +15,15 @@ FREEZE_BOUND_MS=100
 # In those cases a job whose lines are more than this apart was stopped in between.
 STOPPED_GAP_MS=250
 
-# SIGSTOP of mongolock alone, for longer than TTL + takeover grace: the guardian must stop the job
-# before the lease can end on the server, by itself; on SIGCONT mongolock exits 76 promptly.
+# mongolock_stopped [--ignore-term]: SIGSTOP of mongolock alone, for longer than TTL + takeover grace:
+# the guardian must stop the job (one that ignores SIGTERM too: SIGKILL after the kill grace) before
+# the lease can end on the server, by itself; on SIGCONT mongolock exits 76 promptly.
 mongolock_stopped() {
   local name lease_end job_end stopped resumed
   need_other_host
   name=$(lock_name)
   server_start
-  start_holder a "$SERVER_URI" "$name" 30 --ttl "$TTL" --kill-grace "${KILL_GRACE_MS}ms"
+  JOB_OPTIONS=${1:-} start_holder a "$SERVER_URI" "$name" 30 --ttl "$TTL" --kill-grace "${KILL_GRACE_MS}ms"
   local a=$HOLDER_PID
   wait_renewals a 1 10
   start_contender b "$name" 2 --ttl "$TTL"
@@ -37,7 +38,7 @@ mongolock_stopped() {
   expect_exit_code 76 "$a" a 10
   check_holders
   job_end=$(job_last_ms "$HOST")
-  result "mongolock stopped $((resumed - stopped))ms (ttl $TTL): overlap ${OVERLAP_MS}ms, exit a=76 b=0," \
+  result "mongolock stopped $((resumed - stopped))ms (ttl $TTL${1:+, job $1}): overlap ${OVERLAP_MS}ms, exit a=76 b=0," \
     "job last seen $((lease_end - job_end))ms before the lease end, mongolock exit $((EXIT_MS - resumed))ms after SIGCONT"
   ((job_end < lease_end)) ||
     fail_with "the job ran until $((job_end - lease_end))ms after its lease ended" holders "$T/holders.summary" stderr "$T/a.err"
@@ -103,6 +104,7 @@ whole_holder_stopped() {
 }
 
 run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped
+run_case "mongolock stopped > TTL, job ignores SIGTERM: killed before the lease ends; no overlap; exit 76" mongolock_stopped --ignore-term
 run_case "whole holder stopped > TTL, job resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped job-first
 run_case "whole holder stopped > TTL, mongolock resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped mongolock-first
 run_case "whole holder stopped > TTL, resumed together: overlap within the freeze bound; exit 76" whole_holder_stopped together
