@@ -6,7 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$ITEST_DIR/faults.sh"
 
-# server_restart DOWN_S TTL_S JOB_S [RUN OPTIONS...]: the server is killed 100 ms before the first
+# server_restart DOWN_S TTL_S JOB_S [RUN OPTIONS...]: the server is killed 200 ms before the first
 # renewal is due (TTL/3 after the acquisition) and started again DOWN_S later.
 server_restart() {
   local down=$1 ttl_s=$2 job_s=$3 name a wait_ms down_ms back_ms renewed
@@ -17,7 +17,7 @@ server_restart() {
   start_holder a "$SERVER_URI" "$name" "$job_s" "$@"
   a=$HOLDER_PID
   wait_acquired a
-  wait_ms=$((ttl_s * 1000 / 3 - 100 - ($(now_ms) - ACQUIRED_MS)))
+  wait_ms=$((ttl_s * 1000 / 3 - 200 - ($(now_ms) - ACQUIRED_MS)))
   ((wait_ms > 0)) && sleep "$(awk -v ms="$wait_ms" 'BEGIN { print ms / 1000 }')"
   (($(renewals a) == 0)) || fail_with "a renewed before the server went away" stderr "$T/a.err"
   server_kill
