@@ -105,6 +105,11 @@ start_holder() {
   start_bg "$label" setsid "$MONGOLOCK_BIN" -v --uri "$uri" run "$name" "$@" -- \
     python3 "$HOLDERS_PY" job "$HOLDERS" --seconds "$seconds" ${JOB_OPTIONS:-}
   HOLDER_PID=$BG_PID
+  # Notes when it exits (epoch ms in $T/LABEL.exit_ms), also while the test sleeps or waits for another.
+  : >"$T/$label.watch"
+  (while pid_alive "$HOLDER_PID"; do sleep 0.01; done && now_ms >"$T/$label.exit_ms.tmp" &&
+    mv "$T/$label.exit_ms.tmp" "$T/$label.exit_ms") &
+  track $!
 }
 
 # start_contender LABEL NAME JOB_SECONDS [RUN OPTIONS...]: as start_holder, from host-b, straight to
@@ -181,7 +186,8 @@ now_us() { echo "${EPOCHREALTIME/./}"; }
 # Microseconds as milliseconds with one decimal: ms_of_us 1234 → 1.2.
 ms_of_us() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
 
-# wait_exit PID LABEL [TIMEOUT_S]: as wait_bg, polling every 20 ms; sets BG_STATUS and EXIT_MS.
+# wait_exit PID LABEL [TIMEOUT_S]: as wait_bg, polling every 20 ms; sets BG_STATUS and EXIT_MS (for a
+# holder: when it exited, even if that was before this was called).
 wait_exit() {
   local deadline=$(($(now_ms) + ${3:-30} * 1000))
   while pid_alive "$1"; do
@@ -190,6 +196,10 @@ wait_exit() {
     sleep 0.02
   done
   EXIT_MS=$(now_ms)
+  if [[ -e $T/$2.watch ]]; then
+    wait_until 2 test -e "$T/$2.exit_ms"
+    EXIT_MS=$(cat "$T/$2.exit_ms")
+  fi
   BG_STATUS=0
   wait "$1" 2>/dev/null || BG_STATUS=$?
 }

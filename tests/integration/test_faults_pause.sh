@@ -48,13 +48,14 @@ mongolock_stopped() {
 # whole_holder_stopped ORDER: SIGSTOP of mongolock's and the job's process groups at once, for longer
 # than TTL + takeover grace; the contender takes over; then SIGCONT: ORDER job-first, mongolock-first
 # (0.5 s apart) or together. The old job may run on inside the new holder's time only until whoever
-# wakes first has killed it: at most FREEZE_BOUND_MS after its SIGCONT; the run exits 76.
+# wakes first has killed it: at most FREEZE_BOUND_MS after the first SIGCONT (mongolock, resumed
+# first, may continue the job to deliver its SIGTERM); the run exits 76.
 whole_holder_stopped() {
-  local order=$1 name a job group stopped resumed ml_resumed job_resumed job_end ran_on death
+  local order=$1 name a a_exit job group stopped resumed ml_resumed resumed_us job_end ran_on death
   need_other_host
   name=$(lock_name)
   server_start
-  start_holder a "$SERVER_URI" "$name" 30 --ttl "$TTL" --kill-grace "${KILL_GRACE_MS}ms"
+  JOB_OPTIONS=${2:-} start_holder a "$SERVER_URI" "$name" 30 --ttl "$TTL" --kill-grace "${KILL_GRACE_MS}ms"
   a=$HOLDER_PID
   wait_renewals a 1 10
   wait_until 5 job_started "$HOST"
@@ -70,7 +71,7 @@ whole_holder_stopped() {
   pid_alive "$a" || fail "mongolock ended while stopped"
   resumed=$(now_ms)
   ml_resumed=$resumed
-  job_resumed=$(now_us)
+  resumed_us=$(now_us)
   case $order in
   # Whichever wakes first may kill the other group before it is continued: the second SIGCONT may
   # find no process.
@@ -81,26 +82,26 @@ whole_holder_stopped() {
     ;;
   mongolock-first)
     kill -CONT -- "-$a" && sleep 0.5
-    job_resumed=$(now_us)
     kill -CONT -- "-$group" 2>/dev/null || true
     ;;
   together) kill -CONT -- "-$a" "-$group" ;;
   esac
   expect_exit_code 76 "$a" a 10
+  a_exit=$EXIT_MS
   expect_exit_code 0 "$CONTENDER_PID" b 30
   check_holders "$FREEZE_BOUND_MS" 2 "$STOPPED_GAP_MS"
   job_end=$(job_last_us "$HOST")
-  ran_on=$((job_end > job_resumed ? job_end - job_resumed : 0)) # µs
+  ran_on=$((job_end > resumed_us ? job_end - resumed_us : 0)) # µs
   # The job died at its last line, or (killed while stopped) when mongolock woke, whichever is later;
   # mongolock cannot exit before it is continued.
   death=$((job_end / 1000 > ml_resumed ? job_end / 1000 : ml_resumed))
-  result "whole holder stopped $((resumed - stopped))ms, resumed $order: the old job ran on $(ms_of_us "$ran_on")ms after its SIGCONT" \
+  result "whole holder stopped $((resumed - stopped))ms, resumed $order${2:+, job $2}: the old job ran on $(ms_of_us "$ran_on")ms after the first SIGCONT" \
     "($INSIDE line(s) inside the new holder's time, overlap ${OVERLAP_MS}ms; bound ${FREEZE_BOUND_MS}ms), exit a=76 b=0," \
-    "mongolock exit $((EXIT_MS - death))ms after the job's death (and its own SIGCONT)"
+    "mongolock exit $((a_exit - death))ms after the job's death (and its own SIGCONT)"
   ((ran_on <= FREEZE_BOUND_MS * 1000)) ||
-    fail_with "the old job ran on $(ms_of_us "$ran_on")ms after its SIGCONT (bound ${FREEZE_BOUND_MS}ms)" holders "$T/holders.summary" stderr "$T/a.err"
-  (((EXIT_MS - death) <= KILL_GRACE_MS + 1000)) ||
-    fail_with "mongolock exited $((EXIT_MS - death))ms after its job died (kill grace + 1 s: $((KILL_GRACE_MS + 1000))ms)" stderr "$T/a.err"
+    fail_with "the old job ran on $(ms_of_us "$ran_on")ms after the first SIGCONT (bound ${FREEZE_BOUND_MS}ms)" holders "$T/holders.summary" stderr "$T/a.err"
+  (((a_exit - death) <= KILL_GRACE_MS + 1000)) ||
+    fail_with "mongolock exited $((a_exit - death))ms after its job died (kill grace + 1 s: $((KILL_GRACE_MS + 1000))ms)" stderr "$T/a.err"
 }
 
 run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped
