@@ -47,7 +47,7 @@ blackhole_short() {
   name=$(lock_name)
   server_start
   proxy_start
-  start_holder a "$PROXY_URI" "$name" 8 --ttl 6s
+  start_holder a "$PROXY_URI" "$name" 6 --ttl 6s
   a=$HOLDER_PID
   wait_acquired a
   start_contender b "$name" 1 --ttl 6s
