@@ -11,6 +11,7 @@
 #                            MONGOLOCK_REQUIRE_SERVER=1
 #   MONGOLOCK_BIN            the mongolock binary (default: build/cli/mongolock of this repository)
 #   MONGOLOCK_TEST_TMP       where the suite's temp dir goes (default: $TMPDIR or /tmp)
+#   MONGOLOCK_FAULT_RESULTS  a file the fault-injection suites append their measured results to
 #
 # Every suite gets its own collection (MONGOLOCK_COLLECTION=t_<suite>_<random>, dropped at the end) and
 # temp dir ($SUITE_TMP, removed at the end; each case has its own empty $T in it). Every process a suite
@@ -91,7 +92,7 @@ export MONGOLOCK_BIN=${MONGOLOCK_BIN:-$REPO_ROOT/build/cli/mongolock}
 # MONGOLOCK_* variable but the harness's goes, and the config file is an empty one.
 for var in $(compgen -e MONGOLOCK_); do
   case $var in
-  MONGOLOCK_TEST_URI | MONGOLOCK_BIN | MONGOLOCK_TEST_TMP | MONGOLOCK_REQUIRE_SERVER) ;;
+  MONGOLOCK_TEST_URI | MONGOLOCK_BIN | MONGOLOCK_TEST_TMP | MONGOLOCK_REQUIRE_SERVER | MONGOLOCK_FAULT_RESULTS) ;;
   *) unset "$var" ;;
   esac
 done

@@ -10,7 +10,8 @@ TTL=3s
 KILL_GRACE_MS=500
 TAKEOVER_GRACE_MS=2000 # --grace default
 # The whole holder frozen (a VM pause): on resume, the job may run until the guardian or mongolock,
-# resumed with it, has killed it. The bound the man page states.
+# resumed with it, has stopped it: a job that exits on SIGTERM for a moment (this bound), one that
+# ignores SIGTERM until the SIGKILL after the kill grace (KILL_GRACE_MS more). The man page states it.
 FREEZE_BOUND_MS=100
 # In those cases a job whose lines are more than this apart was stopped in between.
 STOPPED_GAP_MS=250
@@ -45,13 +46,14 @@ mongolock_stopped() {
   (((EXIT_MS - resumed) <= 1000)) || fail_with "mongolock exited $((EXIT_MS - resumed))ms after SIGCONT" stderr "$T/a.err"
 }
 
-# whole_holder_stopped ORDER: SIGSTOP of mongolock's and the job's process groups at once, for longer
+# whole_holder_stopped ORDER [--ignore-term]: SIGSTOP of mongolock's and the job's process groups at once, for longer
 # than TTL + takeover grace; the contender takes over; then SIGCONT: ORDER job-first, mongolock-first
 # (0.5 s apart) or together. The old job may run on inside the new holder's time only until whoever
 # wakes first has killed it: at most FREEZE_BOUND_MS after the first SIGCONT (mongolock, resumed
 # first, may continue the job to deliver its SIGTERM); the run exits 76.
 whole_holder_stopped() {
   local order=$1 name a a_exit job group stopped resumed ml_resumed resumed_us job_end ran_on death
+  local bound=$((FREEZE_BOUND_MS + (${2:+1} + 0) * KILL_GRACE_MS))
   need_other_host
   name=$(lock_name)
   server_start
@@ -89,17 +91,17 @@ whole_holder_stopped() {
   expect_exit_code 76 "$a" a 10
   a_exit=$EXIT_MS
   expect_exit_code 0 "$CONTENDER_PID" b 30
-  check_holders "$FREEZE_BOUND_MS" 2 "$STOPPED_GAP_MS"
+  check_holders "$bound" 2 "$STOPPED_GAP_MS"
   job_end=$(job_last_us "$HOST")
   ran_on=$((job_end > resumed_us ? job_end - resumed_us : 0)) # µs
   # The job died at its last line, or (killed while stopped) when mongolock woke, whichever is later;
   # mongolock cannot exit before it is continued.
   death=$((job_end / 1000 > ml_resumed ? job_end / 1000 : ml_resumed))
   result "whole holder stopped $((resumed - stopped))ms, resumed $order${2:+, job $2}: the old job ran on $(ms_of_us "$ran_on")ms after the first SIGCONT" \
-    "($INSIDE line(s) inside the new holder's time, overlap ${OVERLAP_MS}ms; bound ${FREEZE_BOUND_MS}ms), exit a=76 b=0," \
+    "($INSIDE line(s) inside the new holder's time, overlap ${OVERLAP_MS}ms; bound ${bound}ms), exit a=76 b=0," \
     "mongolock exit $((a_exit - death))ms after the job's death (and its own SIGCONT)"
-  ((ran_on <= FREEZE_BOUND_MS * 1000)) ||
-    fail_with "the old job ran on $(ms_of_us "$ran_on")ms after the first SIGCONT (bound ${FREEZE_BOUND_MS}ms)" holders "$T/holders.summary" stderr "$T/a.err"
+  ((ran_on <= bound * 1000)) ||
+    fail_with "the old job ran on $(ms_of_us "$ran_on")ms after the first SIGCONT (bound ${bound}ms)" holders "$T/holders.summary" stderr "$T/a.err"
   (((a_exit - death) <= KILL_GRACE_MS + 1000)) ||
     fail_with "mongolock exited $((a_exit - death))ms after its job died (kill grace + 1 s: $((KILL_GRACE_MS + 1000))ms)" stderr "$T/a.err"
 }
@@ -109,4 +111,5 @@ run_case "mongolock stopped > TTL, job ignores SIGTERM: killed before the lease 
 run_case "whole holder stopped > TTL, job resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped job-first
 run_case "whole holder stopped > TTL, mongolock resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped mongolock-first
 run_case "whole holder stopped > TTL, resumed together: overlap within the freeze bound; exit 76" whole_holder_stopped together
+run_case "whole holder stopped > TTL, job resumed first, job ignores SIGTERM: within the freeze bound + kill grace; exit 76" whole_holder_stopped job-first --ignore-term
 finish
