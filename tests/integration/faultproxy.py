@@ -6,9 +6,9 @@ Standard library only (asyncio).
         Listens on 127.0.0.1 (a free port, written to PORT_FILE once it listens) and forwards every
         connection to 127.0.0.1:UPSTREAM_PORT. Takes commands, one a line, from the FIFO
         CONTROL_DIR/in and answers each with one line ("ok ..." or "error: ...") on the FIFO
-        CONTROL_DIR/out once it has been applied (it creates both; a shell can keep them open and
-        switch modes with builtins alone: `echo hold >&$in; read -r reply <&$out`). Logs connections
-        and mode changes on stderr. Ends on SIGTERM or SIGINT.
+        CONTROL_DIR/out once it has been applied (it creates the directory and both FIFOs; a shell
+        can switch modes with builtins alone: `echo hold >&$in; read -r reply <&$out`). Logs
+        connections and mode changes on stderr. Ends on SIGTERM or SIGINT.
 
     faultproxy.py ctl CONTROL_DIR COMMAND [ARG]
         Sends one command and prints the reply (exit 1 when the proxy refused the command). Commands:
@@ -176,6 +176,7 @@ class Connection:
 async def serve(port_file, upstream_port, control_dir):
     proxy = Proxy(upstream_port)
     server = await asyncio.start_server(proxy.accept, "127.0.0.1", 0)
+    os.makedirs(control_dir, exist_ok=True)
     fifo_in, fifo_out = os.path.join(control_dir, "in"), os.path.join(control_dir, "out")
     for path in (fifo_in, fifo_out):
         if not os.path.exists(path):
