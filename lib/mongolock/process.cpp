@@ -244,7 +244,9 @@ template <typename Exec>
   const auto check_deadline = [&] {
     const auto now = boottime_ns();
     if (!stopping && now >= deadline) {
-      start_stop(now, grace_ns);
+      // The SIGKILL is due at deadline + grace however late we woke (stopped, starved): past that, the
+      // lease may already have ended, so kill at once, without a SIGTERM (or SIGCONT) first.
+      start_stop(now, std::max<std::int64_t>(deadline + grace_ns - now, 0));
       const ControlMessage fired{ControlMessage::fired, now};
       [[maybe_unused]] const auto n = send(control, &fired, sizeof fired, MSG_DONTWAIT | MSG_NOSIGNAL);
     }

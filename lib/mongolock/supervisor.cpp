@@ -283,11 +283,18 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
                          format_duration(std::chrono::duration_cast<Millis>(now - fired_at)));
     };
     switch (policy.on_lost) {
-    case OnLost::term:
-      log.error(fmt::format("lease on {} lost: {}; {} (SIGTERM, SIGKILL after {})", names, reason,
-                            fired ? by_guardian() : "stopping the command", format_duration(policy.lease.kill_grace)));
-      child.stop_job(policy.lease.kill_grace);
+    case OnLost::term: {
+      // The SIGKILL is due at deadline + kill grace, also when mongolock only notices later (stopped,
+      // starved): then the job is killed at once, since the lease may already have ended.
+      const auto grace = std::clamp(std::chrono::duration_cast<Millis>(deadline + policy.lease.kill_grace - now),
+                                    Millis(0), policy.lease.kill_grace);
+      log.error(fmt::format("lease on {} lost: {}; {} ({})", names, reason,
+                            fired ? by_guardian() : "stopping the command",
+                            grace > Millis(0) ? fmt::format("SIGTERM, SIGKILL after {}", format_duration(grace))
+                                              : std::string("SIGKILL: the kill grace had passed too")));
+      child.stop_job(grace);
       break;
+    }
     case OnLost::kill:
       log.error(fmt::format("lease on {} lost: {}; {}", names, reason, fired ? by_guardian() : "killing the command"));
       child.kill_job();

@@ -27,6 +27,7 @@ package_contents() {
 /usr/share/doc/mongolock/changelog.gz
 /usr/share/doc/mongolock/copyright
 /usr/share/doc/mongolock/examples/crontab
+/usr/share/doc/mongolock/examples/fenced-write
 /usr/share/doc/mongolock/examples/mongolock.conf
 /usr/share/doc/mongolock/examples/nightly-report.service
 /usr/share/doc/mongolock/examples/nightly-report.timer

@@ -78,4 +78,21 @@ TEST_CASE("A deadline already past when the job starts stops it at once") {
   CHECK(wait_exit(child) == 128 + SIGTERM);
 }
 
+TEST_CASE("A deadline passed by more than the kill grace kills the job at once, without SIGTERM") {
+  // sleep dies of SIGTERM (143) if it gets one; the lease may be over, so only SIGKILL is right.
+  auto child = start({"sleep", "30"}, -2s, 1s);
+  CHECK(wait_exit(child) == 128 + SIGKILL);
+  CHECK(child.watchdog_fired().has_value());
+}
+
+TEST_CASE("A guardian stopped past deadline + kill grace kills the job at once when continued") {
+  // The whole job, guardian included, frozen (a stopped cgroup or VM) across the deadline and the kill
+  // grace: on SIGCONT the SIGKILL is already due, so the job gets no SIGTERM and no time to run on.
+  auto child = start({"sleep", "30"}, 200ms, 300ms);
+  REQUIRE(kill(-child.pid(), SIGSTOP) == 0);
+  std::this_thread::sleep_for(1s);
+  REQUIRE(kill(-child.pid(), SIGCONT) == 0);
+  CHECK(wait_exit(child) == 128 + SIGKILL);
+}
+
 TEST_SUITE_END();
