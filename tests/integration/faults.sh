@@ -113,12 +113,14 @@ start_holder() {
 }
 
 # start_contender LABEL NAME JOB_SECONDS [RUN OPTIONS...]: as start_holder, from host-b, straight to
-# the server, waiting up to 60 s for the lock; sets CONTENDER_PID.
+# the server, waiting up to 60 s for the lock, with a takeover grace of 500ms (not 2s: it takes over
+# sooner after the old lease has ended, which makes the overlap checks stricter and the cases shorter);
+# sets CONTENDER_PID.
 start_contender() {
   local label=$1 name=$2 seconds=$3
   shift 3
   start_bg "$label" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$CONTENDER_HOST" \
-    "$MONGOLOCK_BIN" -v --uri "$SERVER_URI" run "$name" --wait 60s "$@" -- \
+    "$MONGOLOCK_BIN" -v --grace 500ms --uri "$SERVER_URI" run "$name" --wait 60s "$@" -- \
     python3 "$HOLDERS_PY" job "$HOLDERS" --seconds "$seconds"
   CONTENDER_PID=$BG_PID
 }

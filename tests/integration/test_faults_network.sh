@@ -68,7 +68,7 @@ blackhole_short() {
 }
 
 # Every message delayed by 1 s in each direction (a round trip of 2 s), with --ttl 15s: the run keeps
-# its lease (exit 0) across renewals.
+# its lease (exit 0) across a renewal.
 latency() {
   local name a
   need_other_host
@@ -76,12 +76,12 @@ latency() {
   server_start
   proxy_start
   proxy delay 1000
-  start_holder a "$PROXY_URI" "$name" 12 --ttl 15s
+  start_holder a "$PROXY_URI" "$name" 8 --ttl 15s
   a=$HOLDER_PID
   wait_acquired a
   start_contender b "$name" 1 --ttl 15s
   expect_exit_code 0 "$a" a 60
-  (($(renewals a) >= 2)) || fail_with "fewer than 2 renewals" stderr "$T/a.err"
+  (($(renewals a) >= 1)) || fail_with "no renewal" stderr "$T/a.err"
   expect_exit_code 0 "$CONTENDER_PID" b 30
   check_holders
   result "1 s latency per message (ttl 15s): overlap ${OVERLAP_MS}ms, exit a=0 b=0, $(renewals a) renewals"

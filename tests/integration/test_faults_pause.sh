@@ -8,7 +8,6 @@ source "$ITEST_DIR/faults.sh"
 
 TTL=3s
 KILL_GRACE_MS=500
-TAKEOVER_GRACE_MS=2000 # --grace default
 # The whole holder frozen (a VM pause): on resume, the job may run until the guardian or mongolock,
 # resumed with it, has stopped it: for a moment (this bound). The freeze outlasts deadline + kill grace,
 # so whoever wakes first SIGKILLs at once: a job that ignores SIGTERM gets no longer. The man page
