@@ -358,7 +358,10 @@ int status_command(const GlobalOptions& global, const StatusOptions& options, Lo
   MongoStore store(global.store, log);
   Locker locker(store, log);
   const auto locks = views(locker, locker.holders(options.name));
-  fmt::print("{}", options.json ? status_json(options.name, locks) : status_text(options.name, locks));
+  const auto now = store.clock().now();
+  const auto waiters = live_waiters(store.tickets({options.name}), now);
+  fmt::print("{}",
+             options.json ? status_json(options.name, locks, waiters) : status_text(options.name, locks, waiters, now));
   const bool held = std::any_of(locks.begin(), locks.end(), is_live);
   return held ? k_exit_ok : k_exit_not_held;
 }
@@ -376,7 +379,12 @@ int list_command(const GlobalOptions& global, const ListOptions& options, Log& l
       fmt::print("{}\n", name);
     return k_exit_ok;
   }
-  fmt::print("{}", options.json ? list_json(locks) : list_text(locks));
+  const auto now = store.clock().now();
+  auto tickets = store.tickets({});
+  std::stable_sort(tickets.begin(), tickets.end(),
+                   [](const TicketRecord& a, const TicketRecord& b) { return a.name < b.name; });
+  const auto waiters = live_waiters(tickets, now);
+  fmt::print("{}", options.json ? list_json(locks, waiters) : list_text(locks, waiters, now));
   return k_exit_ok;
 }
 

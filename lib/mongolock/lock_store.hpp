@@ -44,6 +44,17 @@ struct LockSelector {
   bool not_released = false;                              // released_at does not exist
 };
 
+// One waiter's place in the queue of one lock name (--wait), a document in "<collection>_queue". Field
+// names in MongoDB are in brackets. A waiter of several names has one ticket per name, all with the same seq.
+struct TicketRecord {
+  std::string id;          // [_id] ObjectId as 24 hex digits
+  std::string name;        // [name] the lock name waited for
+  std::int64_t seq = 0;    // [seq] place in line: lower goes first; unique per name (index "name_1_seq_1")
+  std::string process;     // [process] the waiter, "<host>:<pid>"
+  ServerTime since{};      // [since] server clock, UTC: when the waiter joined the queue
+  ServerTime expires_at{}; // [expires_at] server clock, UTC: the ticket's lease; skipped (dead) after this
+};
+
 // What the server says about itself, for `mongolock doctor`.
 struct ServerInfo {
   std::string version;      // buildInfo.version
@@ -124,6 +135,28 @@ public:
   // collection only, the protocol never relies on it. Returns "" when created (or present), else the
   // server's reason (FerretDB v1: not implemented).
   [[nodiscard]] virtual std::string create_ttl_index(Millis expire_after) = 0;
+
+  // --- the queue of waiters (queue.hpp), in its own collection "<collection>_queue" ----------------
+
+  // The highest seq of any ticket of any name (0 when there is none). The first call creates the unique
+  // index on (name, seq) of the queue collection (createIndexes).
+  [[nodiscard]] virtual std::int64_t highest_ticket() = 0;
+
+  // Inserts `ticket`, assigning ticket.id. Returns false when `ticket.name` already has a ticket with
+  // this seq (duplicate key 11000), true when inserted.
+  [[nodiscard]] virtual bool insert_ticket(TicketRecord& ticket) = 0;
+
+  // Sets expires_at of ticket `id` to `expires_at` if its lease has not run out (expires_at > `now`).
+  // Returns the number matched (0: the ticket is gone or expired, 1: renewed).
+  [[nodiscard]] virtual std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) = 0;
+
+  // Deletes ticket `id`; only when it expired at or before `expired_at_or_before`, when given.
+  // Returns the number deleted (0 or 1).
+  [[nodiscard]] virtual std::int64_t remove_ticket(std::string_view id,
+                                                   std::optional<ServerTime> expired_at_or_before = std::nullopt) = 0;
+
+  // The tickets of `names` (every name when empty), expired or not, in line order: by seq, then name.
+  [[nodiscard]] virtual std::vector<TicketRecord> tickets(const std::vector<std::string>& names) = 0;
 };
 
 } // namespace mongolock

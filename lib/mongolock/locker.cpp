@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <random>
+#include <set>
 
 namespace mongolock {
 
@@ -86,40 +86,95 @@ void Locker::release_quietly(const LockRecord& lock) {
   }
 }
 
-AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
-                                   const Sleeper& sleep) {
-  const auto started = LeaseClock::now();
-  const bool forever = policy.wait && *policy.wait == Millis::max();
-  const auto deadline = policy.wait && !forever ? started + *policy.wait : started;
-  std::mt19937_64 random(std::random_device{}());
-  AcquireOutcome outcome;
-  for (int attempt = 0;; ++attempt) {
-    try {
-      for (const auto& request : requests) {
-        auto lock = try_acquire(request, attempt == 0);
-        if (!lock) {
-          outcome.held = request.name;
-          break;
-        }
-        outcome.locks.push_back(std::move(*lock));
+bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome) {
+  try {
+    for (const auto& request : requests) {
+      auto lock = try_acquire(request, ensure_index);
+      if (!lock) {
+        outcome.held = request.name;
+        break;
       }
-    } catch (const Error&) {
-      for (auto it = outcome.locks.rbegin(); it != outcome.locks.rend(); ++it)
-        release_quietly(*it);
-      throw;
+      outcome.locks.push_back(std::move(*lock));
     }
-    if (outcome.locks.size() == requests.size()) return outcome;
-    // All or none: give back what this attempt took, newest first.
+  } catch (const Error&) {
     for (auto it = outcome.locks.rbegin(); it != outcome.locks.rend(); ++it)
       release_quietly(*it);
     outcome.locks.clear();
+    throw;
+  }
+  if (outcome.locks.size() == requests.size()) return true;
+  // All or none: give back what this attempt took, newest first.
+  for (auto it = outcome.locks.rbegin(); it != outcome.locks.rend(); ++it)
+    release_quietly(*it);
+  outcome.locks.clear();
+  return false;
+}
 
+std::string Locker::busy_name(const std::vector<AcquireRequest>& requests) {
+  for (const auto& request : requests) {
+    const auto now = m_store.clock().now();
+    std::set<std::string> taken;
+    for (const auto& lock : m_store.list(request.name)) {
+      if (lock.expires_at > now - request.takeover_grace) taken.insert(lock.program);
+    }
+    bool free = false;
+    for (int slot = 1; slot <= request.slots && !free; ++slot)
+      free = !taken.contains(slot_program(request.name, slot));
+    if (!free) return request.name;
+  }
+  return {};
+}
+
+AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
+                                   const Sleeper& sleep) {
+  AcquireOutcome outcome;
+  if (!policy.wait) {
+    (void)attempt_all(requests, true, outcome);
+    return outcome;
+  }
+  const auto started = LeaseClock::now();
+  const bool forever = *policy.wait == Millis::max();
+  const auto deadline = forever ? started : started + *policy.wait;
+  std::vector<std::string> names;
+  for (const auto& request : requests)
+    names.push_back(request.name);
+
+  (void)m_store.clock(); // connect first
+  WaitQueue queue(m_store, m_log, policy.queue);
+  bool indexed = false;
+  if (!queue.anyone_waiting(names)) {
+    // Nobody waits: take a free lock at once, as without --wait.
+    if (attempt_all(requests, true, outcome)) return outcome;
+    indexed = true;
+  }
+  queue.join(names, requests.front().process);
+  bool head = false;
+  for (;;) {
+    if (!queue.keep_alive()) head = false;
+    // Once first in line, a waiter stays first: later tickets get a higher seq, and an expired ticket
+    // cannot be renewed back to life.
+    if (!head) head = queue.at_head();
+    if (head) {
+      const auto busy = busy_name(requests);
+      if (busy.empty()) {
+        if (attempt_all(requests, !indexed, outcome)) return outcome; // ~WaitQueue deletes the tickets
+        indexed = true;
+      } else {
+        outcome.held = busy;
+      }
+    } else {
+      outcome.held = names.front();
+    }
     const auto now = LeaseClock::now();
-    if (!policy.wait || (!forever && now >= deadline)) return outcome;
-    const auto ceiling = std::min(policy.cap, policy.base * (Millis::rep{1} << std::min(attempt, 20)));
-    auto pause = Millis(std::uniform_int_distribution<Millis::rep>(0, ceiling.count())(random));
+    if (!forever && now >= deadline) return outcome;
+    auto pause = policy.queue.poll;
     if (!forever) pause = std::min(pause, std::chrono::ceil<Millis>(deadline - now));
-    m_log.debugf("'{}' is held; trying again in {}", outcome.held, format_duration(pause));
+    if (head) {
+      m_log.debugf("'{}' is held; trying again in {} (first in the queue)", outcome.held, format_duration(pause));
+    } else {
+      m_log.debugf("'{}' is held or others wait first (place {} in the queue); trying again in {}", outcome.held,
+                   queue.position(), format_duration(pause));
+    }
     if (!sleep(pause)) {
       outcome.interrupted = true;
       return outcome;

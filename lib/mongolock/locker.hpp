@@ -9,6 +9,7 @@
 
 #include <mongolock/lock_store.hpp>
 #include <mongolock/log.hpp>
+#include <mongolock/queue.hpp>
 
 #include <functional>
 #include <optional>
@@ -27,12 +28,12 @@ struct AcquireRequest {
   bool fence = false;          // --fence: allocate a fencing token for the acquisition
 };
 
-// How long to keep trying while a name is held (--wait): exponential backoff with full jitter, each
-// pause uniform in [0, min(cap, base * 2^attempt)], never past the deadline.
+// How long to keep trying while a name is held (--wait). A waiter joins the queue of waiters
+// (queue.hpp) and takes the lock when it is first in line and the lock is free, checking every
+// queue.poll.
 struct WaitPolicy {
-  std::optional<Millis> wait; // nullopt: try once; Millis::max(): forever
-  Millis base{50};
-  Millis cap{1000};
+  std::optional<Millis> wait; // nullopt: try once, without the queue; Millis::max(): forever
+  QueueTiming queue{};        // ticket lease, renewal and poll intervals
 };
 
 // Pauses for `d` between attempts; returns false when waiting should stop (a signal arrived).
@@ -63,8 +64,12 @@ public:
   [[nodiscard]] std::optional<LockRecord> try_acquire(const AcquireRequest& request, bool ensure_index = true);
 
   // Acquires every request (callers sort the names, so that all take them in one order) or none: when a
-  // name is held, releases those taken so far and, within policy.wait, backs off and tries again. On an
-  // Error, releases those taken so far and rethrows.
+  // name is held, releases those taken so far. Without policy.wait that is one attempt. With it: when
+  // nobody waits for any of the names, one attempt first, as without it; then the caller joins the queue
+  // of every name (queue.hpp) and, within policy.wait, tries again whenever it is first in line on every
+  // name and every name has a free slot (an unexpired document counts as taken until it is expired
+  // takeover_grace long). Its tickets are deleted on every way out (taken, timed out, interrupted, Error).
+  // On an Error, releases those taken so far and rethrows.
   [[nodiscard]] AcquireOutcome acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                            const Sleeper& sleep);
 
@@ -92,6 +97,11 @@ public:
 
 private:
   void release_quietly(const LockRecord& lock);
+  // One all-or-none attempt on every request; true when all were taken (outcome.locks), else sets
+  // outcome.held and leaves outcome.locks empty.
+  bool attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome);
+  // The first request whose name has no free slot (one find per name); "" when every one has one.
+  std::string busy_name(const std::vector<AcquireRequest>& requests);
 
   LockStore& m_store;
   const Log& m_log;

@@ -295,6 +295,7 @@ struct MongoStore::Impl {
   ClientPtr client;
   CollectionPtr collection;
   CollectionPtr fences; // "<collection>_fences", opened on first use
+  CollectionPtr queue;  // "<collection>_queue", opened on first use (queue of waiters)
   Bson write_opts;      // {writeConcern: {w: "majority", j: true, wtimeout}}
   std::optional<ServerClock> clock;
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
@@ -306,6 +307,7 @@ struct MongoStore::Impl {
   ~Impl() {
     collection.reset();
     fences.reset();
+    queue.reset();
     // endSessions only to a server that answered the last call: after a failure it could block the exit
     // for a whole socket timeout (a server that accepts connections and never answers).
     if (failed && client) mongoc_client_reset(client.get());
@@ -353,6 +355,11 @@ struct MongoStore::Impl {
   // serverSelectionTimeoutMS `connect`, socketTimeoutMS `socket` (at least 1ms each).
   void open_client(Millis connect, Millis socket);
 
+  // The queue collection, opened on first use; with `ensure_index`, its unique index on (name, seq) is
+  // created first (once per store).
+  mongoc_collection_t* queue_collection(bool ensure_index = false);
+  bool queue_indexed = false;
+
   // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
   // the handshake on first use, then the driver's periodic server checks (heartbeatFrequencyMS).
   void refresh_clock();
@@ -391,6 +398,7 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS, to_int32_ms(connect_limit));
   mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, to_int32_ms(socket_limit));
   fences.reset();
+  queue.reset();
   collection.reset();
   failed = false;
   if (client) {
@@ -741,5 +749,169 @@ std::vector<LockRecord> MongoStore::list(std::optional<std::string_view> name) {
 }
 
 std::string driver_version() { return mongoc_get_version(); }
+
+// --- the queue of waiters ---------------------------------------------------------------------------
+
+namespace {
+
+void to_bson(const TicketRecord& ticket, bson_t* doc) {
+  append_id(doc, ticket.id);
+  append_string(doc, "name", ticket.name);
+  BSON_APPEND_INT64(doc, "seq", ticket.seq);
+  append_string(doc, "process", ticket.process);
+  BSON_APPEND_DATE_TIME(doc, "since", to_bson_date(ticket.since));
+  BSON_APPEND_DATE_TIME(doc, "expires_at", to_bson_date(ticket.expires_at));
+}
+
+TicketRecord ticket_from_bson(const bson_t* doc) {
+  TicketRecord ticket;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, doc)) return ticket;
+  while (bson_iter_next(&it)) {
+    const std::string_view key = bson_iter_key(&it);
+    if (key == "_id") {
+      if (BSON_ITER_HOLDS_OID(&it)) {
+        char hex[25];
+        bson_oid_to_string(bson_iter_oid(&it), hex);
+        ticket.id = hex;
+      } else {
+        ticket.id = iter_string(it);
+      }
+    } else if (key == "name") {
+      ticket.name = iter_string(it);
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "seq") {
+      ticket.seq = bson_iter_as_int64(&it);
+    } else if (key == "process") {
+      ticket.process = iter_string(it);
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "since") {
+      ticket.since = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "expires_at") {
+      ticket.expires_at = from_bson_date(bson_iter_date_time(&it));
+    }
+  }
+  return ticket;
+}
+
+std::string new_object_id() {
+  bson_oid_t oid;
+  bson_oid_init(&oid, nullptr);
+  char hex[25];
+  bson_oid_to_string(&oid, hex);
+  return hex;
+}
+
+} // namespace
+
+mongoc_collection_t* MongoStore::Impl::queue_collection(bool ensure_index) {
+  if (!queue) {
+    const auto queue_name = config.collection + "_queue";
+    queue.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), queue_name.c_str()));
+  }
+  if (ensure_index && !queue_indexed) {
+    create_index(queue.get(), "name_1_seq_1", {"name", "seq"}, true, std::nullopt);
+    queue_indexed = true;
+  }
+  return queue.get();
+}
+
+std::int64_t MongoStore::highest_ticket() {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* queue = impl.queue_collection(/*ensure_index=*/true);
+  Bson filter;
+  Bson opts;
+  bson_t sort;
+  BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "sort", &sort);
+  BSON_APPEND_INT32(&sort, "seq", -1);
+  bson_append_document_end(opts.get(), &sort);
+  BSON_APPEND_INT64(opts.get(), "limit", 1);
+  CursorPtr cursor(mongoc_collection_find_with_opts(queue, filter.get(), opts.get(), nullptr));
+  const bson_t* doc = nullptr;
+  std::int64_t highest = 0;
+  if (mongoc_cursor_next(cursor.get(), &doc)) highest = ticket_from_bson(doc).seq;
+  bson_error_t error;
+  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail("read of the queue of waiters", error);
+  return highest;
+}
+
+bool MongoStore::insert_ticket(TicketRecord& ticket) {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* queue = impl.queue_collection();
+  ticket.id = new_object_id();
+  Bson doc;
+  to_bson(ticket, doc.get());
+  Reply reply;
+  bson_error_t error;
+  if (mongoc_collection_insert_one(queue, doc.get(), impl.write_opts.get(), reply.get(), &error)) return true;
+  if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false;
+  impl.fail(fmt::format("insert of a queue ticket for '{}'", ticket.name), error);
+}
+
+std::int64_t MongoStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson selector;
+  append_id(selector.get(), id);
+  append_date_condition(selector.get(), "expires_at", "$gt", now);
+  Bson update;
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
+  bson_append_document_end(update.get(), &set);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_update_one(impl.queue_collection(), selector.get(), update.get(), impl.write_opts.get(),
+                                    reply.get(), &error)) {
+    impl.fail("renewal of a queue ticket", error);
+  }
+  return reply.integer("matchedCount");
+}
+
+std::int64_t MongoStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson selector;
+  append_id(selector.get(), id);
+  if (expired_at_or_before) append_date_condition(selector.get(), "expires_at", "$lte", *expired_at_or_before);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_delete_one(impl.queue_collection(), selector.get(), impl.write_opts.get(), reply.get(),
+                                    &error)) {
+    impl.fail("delete of a queue ticket", error);
+  }
+  return reply.integer("deletedCount");
+}
+
+std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& names) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  if (!names.empty()) {
+    bson_t condition, in;
+    BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "name", &condition);
+    BSON_APPEND_ARRAY_BEGIN(&condition, "$in", &in);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const auto key = std::to_string(i);
+      bson_append_utf8(&in, key.c_str(), -1, names[i].data(), static_cast<int>(names[i].size()));
+    }
+    bson_append_array_end(&condition, &in);
+    bson_append_document_end(filter.get(), &condition);
+  }
+  Bson opts;
+  bson_t sort;
+  BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "sort", &sort);
+  BSON_APPEND_INT32(&sort, "seq", 1);
+  BSON_APPEND_INT32(&sort, "name", 1);
+  bson_append_document_end(opts.get(), &sort);
+  CursorPtr cursor(mongoc_collection_find_with_opts(impl.queue_collection(), filter.get(), opts.get(), nullptr));
+  std::vector<TicketRecord> out;
+  const bson_t* doc = nullptr;
+  while (mongoc_cursor_next(cursor.get(), &doc))
+    out.push_back(ticket_from_bson(doc));
+  bson_error_t error;
+  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail("read of the queue of waiters", error);
+  return out;
+}
 
 } // namespace mongolock

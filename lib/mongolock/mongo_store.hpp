@@ -54,6 +54,12 @@ public:
   [[nodiscard]] ServerInfo server_info() override;
   [[nodiscard]] bool has_unique_index() override;
   [[nodiscard]] std::string create_ttl_index(Millis expire_after) override;
+  [[nodiscard]] std::int64_t highest_ticket() override;
+  [[nodiscard]] bool insert_ticket(TicketRecord& ticket) override;
+  [[nodiscard]] std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) override;
+  [[nodiscard]] std::int64_t remove_ticket(std::string_view id,
+                                           std::optional<ServerTime> expired_at_or_before = std::nullopt) override;
+  [[nodiscard]] std::vector<TicketRecord> tickets(const std::vector<std::string>& names) override;
 
 private:
   struct Impl;

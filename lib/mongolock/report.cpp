@@ -43,6 +43,23 @@ std::string relative(ServerTime t, ServerTime now) {
   return t >= now ? fmt::format("in {}", format_duration(t - now)) : fmt::format("{} ago", format_duration(now - t));
 }
 
+Json to_json(const QueuedWaiter& waiter) {
+  Json j;
+  j["position"] = waiter.position;
+  j["waiter"] = waiter.ticket.process;
+  j["waiting_since"] = format_time(waiter.ticket.since);
+  j["ticket_expires_at"] = format_time(waiter.ticket.expires_at);
+  return j;
+}
+
+Json waiters_json(const std::vector<QueuedWaiter>& waiters, const std::string& name) {
+  Json j = Json::array();
+  for (const auto& waiter : waiters) {
+    if (waiter.ticket.name == name) j.push_back(to_json(waiter));
+  }
+  return j;
+}
+
 std::string alive_text(const std::optional<bool>& alive) { return alive ? (*alive ? "yes" : "no (dead)") : "-"; }
 
 } // namespace
@@ -64,9 +81,10 @@ std::optional<bool> holder_alive_here(const std::string& holder) {
   return kill(pid, 0) == 0 || errno == EPERM;
 }
 
-std::string status_text(const std::string& name, const std::vector<LockView>& locks) {
-  if (locks.empty()) return fmt::format("name: {}\nstate: free\n", name);
+std::string status_text(const std::string& name, const std::vector<LockView>& locks,
+                        const std::vector<QueuedWaiter>& waiters, ServerTime now) {
   std::string out;
+  if (locks.empty()) out = fmt::format("name: {}\nstate: free\n", name);
   for (const auto& view : locks) {
     const auto& lock = view.lock;
     if (!out.empty()) out += "\n";
@@ -87,10 +105,18 @@ std::string status_text(const std::string& name, const std::vector<LockView>& lo
     if (lock.released_at) out += fmt::format("released: {}\n", format_time(*lock.released_at));
     if (lock.fence) out += fmt::format("fence: {}\n", *lock.fence);
   }
+  if (!waiters.empty()) {
+    out += fmt::format("\nwaiters: {}\n", waiters.size());
+    for (const auto& waiter : waiters) {
+      out += fmt::format("  {}. {}, waiting since {} ({})\n", waiter.position, waiter.ticket.process,
+                         format_time(waiter.ticket.since), relative(waiter.ticket.since, now));
+    }
+  }
   return out;
 }
 
-std::string status_json(const std::string& name, const std::vector<LockView>& locks) {
+std::string status_json(const std::string& name, const std::vector<LockView>& locks,
+                        const std::vector<QueuedWaiter>& waiters) {
   Json j;
   j["name"] = name;
   bool held = false;
@@ -100,11 +126,31 @@ std::string status_json(const std::string& name, const std::vector<LockView>& lo
   j["locks"] = Json::array();
   for (const auto& view : locks)
     j["locks"].push_back(to_json(view));
+  j["waiters"] = waiters_json(waiters, name);
   return j.dump(2) + "\n";
 }
 
-std::string list_text(const std::vector<LockView>& locks) {
-  if (locks.empty()) return "no locks held\n";
+static std::string locks_table(const std::vector<LockView>& locks);
+
+std::string list_text(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters, ServerTime now) {
+  std::string out = locks.empty() ? "no locks held\n" : locks_table(locks);
+  if (waiters.empty()) return out;
+  std::size_t name_width = 11, waiter_width = 6;
+  for (const auto& waiter : waiters) {
+    name_width = std::max(name_width, waiter.ticket.name.size());
+    waiter_width = std::max(waiter_width, waiter.ticket.process.size());
+  }
+  out +=
+      fmt::format("\n{:<{}}  {:<3}  {:<{}}  {}\n", "WAITING FOR", name_width, "POS", "WAITER", waiter_width, "SINCE");
+  for (const auto& waiter : waiters) {
+    out += fmt::format("{:<{}}  {:<3}  {:<{}}  {} ({})\n", waiter.ticket.name, name_width, waiter.position,
+                       waiter.ticket.process, waiter_width, format_time(waiter.ticket.since),
+                       relative(waiter.ticket.since, now));
+  }
+  return out;
+}
+
+static std::string locks_table(const std::vector<LockView>& locks) {
   std::size_t name_width = 4, holder_width = 6;
   for (const auto& view : locks) {
     name_width = std::max(name_width, view.lock.program.size());
@@ -121,10 +167,13 @@ std::string list_text(const std::vector<LockView>& locks) {
   return out;
 }
 
-std::string list_json(const std::vector<LockView>& locks) {
+std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters) {
   Json j = Json::array();
-  for (const auto& view : locks)
-    j.push_back(to_json(view));
+  for (const auto& view : locks) {
+    auto lock = to_json(view);
+    lock["waiters"] = waiters_json(waiters, view.lock.name);
+    j.push_back(std::move(lock));
+  }
   return j.dump(2) + "\n";
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <mongolock/lock_store.hpp>
+#include <mongolock/queue.hpp>
 
 #include <optional>
 #include <string>
@@ -27,14 +28,21 @@ struct LockView {
 // holder identity that is not host:pid.
 [[nodiscard]] std::optional<bool> holder_alive_here(const std::string& holder);
 
-// `status NAME`: "key: value" lines, one block per document (plain lock or slot), or "state: free".
-[[nodiscard]] std::string status_text(const std::string& name, const std::vector<LockView>& locks);
-// `status NAME --json`: {"name", "state": "held"|"free", "locks": [lock objects]}.
-[[nodiscard]] std::string status_json(const std::string& name, const std::vector<LockView>& locks);
+// `status NAME`: "key: value" lines, one block per document (plain lock or slot), or "state: free"; then,
+// when `waiters` (live tickets of NAME, in line order, as of `now`) is not empty, "waiters: N" and one line
+// per waiter: "  1. host:pid, waiting since TIME (for DUR)".
+[[nodiscard]] std::string status_text(const std::string& name, const std::vector<LockView>& locks,
+                                      const std::vector<QueuedWaiter>& waiters = {}, ServerTime now = {});
+// `status NAME --json`: {"name", "state": "held"|"free", "locks": [lock objects], "waiters": [waiter
+// objects]}, a waiter object being {"position", "waiter" (host:pid), "waiting_since", "ticket_expires_at"}.
+[[nodiscard]] std::string status_json(const std::string& name, const std::vector<LockView>& locks,
+                                      const std::vector<QueuedWaiter>& waiters = {});
 
-// `list`: a table NAME HOLDER ACQUIRED EXPIRES ALIVE, or "no locks held".
-[[nodiscard]] std::string list_text(const std::vector<LockView>& locks);
-// `list --json`: a JSON array of lock objects.
-[[nodiscard]] std::string list_json(const std::vector<LockView>& locks);
+// `list`: a table NAME HOLDER ACQUIRED EXPIRES ALIVE, or "no locks held"; then, when there are waiters, a
+// second table WAITING FOR, POS, WAITER, SINCE in line order.
+[[nodiscard]] std::string list_text(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {},
+                                    ServerTime now = {});
+// `list --json`: a JSON array of lock objects; each has "waiters": the waiter objects of its name.
+[[nodiscard]] std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {});
 
 } // namespace mongolock

@@ -1,0 +1,128 @@
+#include <mongolock/duration.hpp>
+#include <mongolock/error.hpp>
+#include <mongolock/queue.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+
+namespace mongolock {
+
+bool WaitQueue::anyone_waiting(const std::vector<std::string>& names) {
+  const auto now = m_store.clock().now();
+  const auto tickets = m_store.tickets(names);
+  return std::any_of(tickets.begin(), tickets.end(), [&](const TicketRecord& t) { return t.expires_at > now; });
+}
+
+void WaitQueue::join(const std::vector<std::string>& names, const std::string& process) {
+  leave();
+  m_names = names;
+  m_process = process;
+  // A seq above every ticket of every name; on a duplicate key (a concurrent join took it on one of
+  // our names), give back what was inserted and take the next one.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const auto seq = m_store.highest_ticket() + 1;
+    const auto now = m_store.clock().now();
+    bool taken = false;
+    try {
+      for (const auto& name : names) {
+        TicketRecord ticket;
+        ticket.name = name;
+        ticket.seq = seq;
+        ticket.process = process;
+        ticket.since = now;
+        ticket.expires_at = now + m_timing.ticket_lease;
+        taken = m_store.insert_ticket(ticket);
+        if (!taken) break;
+        m_tickets.push_back(std::move(ticket));
+      }
+    } catch (const Error&) {
+      leave();
+      throw;
+    }
+    if (taken) {
+      m_renewed = LeaseClock::now();
+      m_position = 0;
+      m_log.debugf("joined the queue of {} with seq {}", fmt::join(names, ", "), seq);
+      return;
+    }
+    leave();
+  }
+  throw unavailable_error(fmt::format("could not join the queue of '{}': 100 concurrent joins won", names.front()));
+}
+
+bool WaitQueue::keep_alive() {
+  const auto sent = LeaseClock::now();
+  if (m_tickets.empty() || sent - m_renewed < m_timing.renew_every) return true;
+  const auto now = m_store.clock().at(sent);
+  for (const auto& ticket : m_tickets) {
+    if (m_store.renew_ticket(ticket.id, now, now + m_timing.ticket_lease) != 1) {
+      m_log.warning(fmt::format("the queue ticket of '{}' was lost (this process stalled longer than its {} lease); "
+                                "joining the queue again, at its back",
+                                ticket.name, format_duration(m_timing.ticket_lease)));
+      const auto names = m_names;
+      join(names, m_process);
+      return false;
+    }
+  }
+  m_renewed = sent;
+  return true;
+}
+
+bool WaitQueue::at_head() {
+  const auto now = m_store.clock().now();
+  const auto tickets = m_store.tickets(m_names);
+  std::map<std::string, int> ahead; // per name: live tickets ahead of ours
+  std::map<std::string, bool> found;
+  for (const auto& ticket : tickets) {
+    const auto mine =
+        std::find_if(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) { return t.id == ticket.id; });
+    if (mine != m_tickets.end()) {
+      found[ticket.name] = true;
+      continue;
+    }
+    if (found[ticket.name]) continue; // behind us
+    if (ticket.expires_at > now) {
+      ++ahead[ticket.name];
+    } else if (ticket.expires_at <= now - m_timing.purge_after) {
+      // A dead waiter's ticket: delete it, only if it is still expired (a read-then-write server may
+      // interleave a renewal; then the renewal fails and that waiter rejoins at the back).
+      if (m_store.remove_ticket(ticket.id, now - m_timing.purge_after) == 1) {
+        m_log.debugf("deleted the dead queue ticket of {} on '{}'", ticket.process, ticket.name);
+      }
+    }
+  }
+  int farthest = 0;
+  for (const auto& [name, count] : ahead)
+    farthest = std::max(farthest, count);
+  m_position = farthest + 1;
+  return farthest == 0;
+}
+
+void WaitQueue::leave() noexcept {
+  for (const auto& ticket : m_tickets) {
+    try {
+      (void)m_store.remove_ticket(ticket.id);
+    } catch (const std::exception& e) {
+      try {
+        m_log.warning(fmt::format("could not delete the queue ticket of '{}' ({}); it expires within {}", ticket.name,
+                                  e.what(), format_duration(m_timing.ticket_lease)));
+      } catch (...) {}
+    }
+  }
+  m_tickets.clear();
+}
+
+std::vector<QueuedWaiter> live_waiters(const std::vector<TicketRecord>& tickets, ServerTime now) {
+  std::vector<QueuedWaiter> out;
+  std::map<std::string, int> positions;
+  for (const auto& ticket : tickets) {
+    if (ticket.expires_at <= now) continue;
+    out.push_back(QueuedWaiter{++positions[ticket.name], ticket});
+  }
+  return out;
+}
+
+} // namespace mongolock

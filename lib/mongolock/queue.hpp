@@ -1,0 +1,87 @@
+// The queue of waiters of `--wait`: fairness (first come, first served) among those who wait.
+//
+// A waiter holds one ticket per lock name in "<collection>_queue", all with one sequence number (seq),
+// allocated like fencing tokens: the highest seq of any ticket plus one, inserted under the unique index
+// on (name, seq), and on a duplicate key the next one (never $inc, which is not atomic on FerretDB v1).
+// A ticket has a short lease that the waiter renews while it waits; a dead waiter's ticket expires and
+// is skipped, and is deleted later by whoever reads the queue. Only the head of a name's queue (its live
+// ticket with the lowest seq) may take the lock; a waiter of several names takes them only when it is the
+// head on every one. Because a waiter's tickets share one seq, a waiter only ever waits for waiters with a
+// lower seq: no cycle (no deadlock), and the waiter with the lowest live seq is head everywhere (no
+// starvation among waiters).
+//
+// The queue is fairness only. Mutual exclusion still comes from the unique index on the lock documents
+// alone; two waiters that both believe they are head at once (a stale read) only race for the insert.
+// Acquirers without --wait do not look at the queue and may take a free lock at the moment of a handover.
+#pragma once
+
+#include <mongolock/lock_store.hpp>
+#include <mongolock/log.hpp>
+
+#include <string>
+#include <vector>
+
+namespace mongolock {
+
+// Timing of the queue: the ticket lease, how often it is renewed and how often a waiter checks. An idle
+// waiter sends one find per `poll` and one update per `renew_every`: about two commands a second.
+struct QueueTiming {
+  Millis ticket_lease{4000}; // a ticket not renewed for this long is dead (server clock)
+  Millis renew_every{1500};  // the waiter renews its tickets this often (well within the lease)
+  Millis poll{750};          // the waiter checks the queue (or, at the head, the lock) this often
+  Millis purge_after{2000};  // a dead ticket is deleted this long after its expiry
+};
+
+// One waiter's tickets on one or several names. Leaving (destruction) deletes them: a --wait that times
+// out or is interrupted by a signal leaves no ticket behind; a killed waiter's tickets expire.
+class WaitQueue {
+public:
+  WaitQueue(LockStore& store, const Log& log, QueueTiming timing = {}) : m_store(store), m_log(log), m_timing(timing) {}
+  ~WaitQueue() { leave(); }
+  WaitQueue(const WaitQueue&) = delete;
+  WaitQueue& operator=(const WaitQueue&) = delete;
+
+  // True when any of `names` has a live ticket (one find). Throws Error (69) on server errors.
+  [[nodiscard]] bool anyone_waiting(const std::vector<std::string>& names);
+
+  // Joins the back of the queue of every name in `names` with one seq, as waiter `process` ("host:pid").
+  // Throws Error (69) on server errors (tickets inserted so far are deleted again).
+  void join(const std::vector<std::string>& names, const std::string& process);
+
+  // Renews the tickets when `renew_every` has passed since the last renewal (one update per name). When a
+  // ticket was lost (expired while this process stalled, or deleted), rejoins at the back of the queue and
+  // returns false. Throws Error (69) on server errors.
+  bool keep_alive();
+
+  // Reads the queue of every joined name (one find); true when this waiter is the head of every one.
+  // Deletes dead tickets found ahead of it (expired `purge_after` ago). Sets position(). Throws Error (69).
+  [[nodiscard]] bool at_head();
+
+  // This waiter's place in line after the last at_head(): 1 at the head; on several names, the
+  // farthest back.
+  [[nodiscard]] int position() const { return m_position; }
+
+  // Deletes this waiter's tickets (one delete per name); failures are logged, never thrown.
+  void leave() noexcept;
+
+  [[nodiscard]] const QueueTiming& timing() const { return m_timing; }
+
+private:
+  LockStore& m_store;
+  const Log& m_log;
+  QueueTiming m_timing;
+  std::vector<std::string> m_names;
+  std::string m_process;
+  std::vector<TicketRecord> m_tickets;
+  LocalTime m_renewed{};
+  int m_position = 0;
+};
+
+// The live tickets of `tickets` (expires_at > now), in line order, numbered 1.. per name: for status/list.
+struct QueuedWaiter {
+  int position = 0; // 1: next in line
+  TicketRecord ticket;
+};
+[[nodiscard]] std::vector<QueuedWaiter> live_waiters(const std::vector<TicketRecord>& tickets, ServerTime now);
+
+} // namespace mongolock
