@@ -6,7 +6,9 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         ObjectIds as hex); exit 1 when there is none
     mongo.py count      number of documents in the collection (0 when it does not exist)
     mongo.py now        the server's clock (hello's localTime), epoch milliseconds
-    mongo.py drop       drop the collection (missing is fine)
+    mongo.py tickets NAME  the queue tickets of NAME (collection <collection>_queue), one
+                        "seq process" line each, in seq order; expired ones too
+    mongo.py drop       drop the collection and its _queue and _fences collections (missing is fine)
 
 Server: $MONGOLOCK_URI (mongodb://host:port[/...], no credentials); database $MONGOLOCK_DB (default
 mongolock), collection $MONGOLOCK_COLLECTION (default locks). Errors exit 2.
@@ -140,8 +142,16 @@ def main():
             return 1
         for key, value in batch[0].items():
             print(f"{key}={value}")
+    elif what == "tickets" and len(sys.argv) == 3:
+        reply = command({"find": coll + "_queue", "filter": {"name": sys.argv[2]}, "sort": {"seq": 1},
+                         "batchSize": 100000, "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        for doc in reply["cursor"]["firstBatch"]:
+            print(f"{doc['seq']} {doc['process']}")
     elif what == "drop":
-        command({"drop": coll, "$db": db})
+        for name in (coll, coll + "_queue", coll + "_fences"):
+            command({"drop": name, "$db": db})
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -137,7 +137,8 @@ status_json_held_and_free() {
   ml acquire "$name" --process "$HOST:4242" >"$T/token"
   expect_exit 0 -- ml status "$name" --json
   assert_empty "$ERR"
-  assert_eq "$(json "$OUT" 'sorted(d.keys())')" '["locks", "name", "state"]' "keys of status --json"
+  assert_eq "$(json "$OUT" 'sorted(d.keys())')" '["locks", "name", "state", "waiters"]' "keys of status --json"
+  assert_eq "$(json "$OUT" 'd["waiters"]')" '[]' "waiters of a lock nobody waits for"
   assert_eq "$(json "$OUT" 'd["name"]')" "$name" "name"
   assert_eq "$(json "$OUT" 'd["state"]')" "held" "state"
   assert_eq "$(json "$OUT" 'len(d["locks"])')" "1" "number of locks"

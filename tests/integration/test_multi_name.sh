@@ -93,15 +93,15 @@ succeeds_with_wait_after_release() {
   assert_free "$C"
 }
 
-# While waiting for the last name, the run does not keep the first ones: another process can take them
-# between attempts.
+# While waiting for the last name, the run does not keep the first ones: an acquirer that does not wait
+# (and so does not queue behind the run) can take them between attempts.
 waiting_run_does_not_hoard() {
   three_names
   ml acquire "$C" --process "$HOLDER" >/dev/null
   start_bg run ml -v run "$A" "$B" "$C" --wait 30s -- touch "$T/ran"
   local pid=$BG_PID
   wait_until 10 grep -q "trying again" "$T/run.err"
-  expect_exit 0 -- ml acquire "$A" --process "$HOST:5" --wait 10s
+  expect_exit 0 -- ml acquire "$A" --process "$HOST:5"
   expect_exit 0 -- ml release "$C" --process "$HOLDER"
   # Now the run waits for A.
   sleep 1

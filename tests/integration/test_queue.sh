@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# The queue of waiters (--wait): waiters get the lock in arrival order; a killed waiter holds up the
+# queue no longer than its ticket lease; a --wait timeout and a SIGTERM remove the ticket; a dead
+# holder's lock passes to the head after TTL + grace; slots and several names keep the order; status and
+# list show the queue.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+HOLDER="$HOST:4242" # a holder identity other than any caller here
+TICKET_LEASE_MS=4000 # QueueTiming::ticket_lease
+
+json() {
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = eval(sys.argv[2]); print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "$2" ||
+    fail_with "cannot evaluate $2 on the JSON" json "$1"
+}
+
+tickets() { python3 "$ITEST_DIR/mongo.py" tickets "$1"; }
+ticket_count() { tickets "$1" | wc -l; }
+tickets_are() { [[ $(ticket_count "$1") == "$2" ]]; } # NAME N
+
+# A queued run: appends LABEL to $T/order when its command starts and checks that nobody else is inside
+# (a directory as the marker: mkdir fails when it exists).
+start_waiter() { # LABEL NAME... (the names, then the run's options after --)
+  local label=$1
+  shift
+  start_bg "$label" ml run "$@" -- sh -c 'mkdir "$1/inside" || echo "$2" >>"$1/overlaps"; echo "$2" >>"$1/order"; sleep 0.2; rmdir "$1/inside"' _ "$T" "$label"
+}
+
+order() { tr '\n' ' ' <"$T/order" | sed 's/ $//'; }
+
+no_overlaps() { [[ ! -e $T/overlaps ]] || fail "jobs overlapped: $(tr '\n' ' ' <"$T/overlaps")"; }
+
+six_waiters_in_arrival_order() {
+  local name i pids=()
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  for i in 1 2 3 4 5 6; do
+    start_waiter "w$i" "$name" --wait 60s
+    pids+=("$BG_PID")
+    wait_until 10 tickets_are "$name" "$i"
+    sleep 0.2
+  done
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  for i in 1 2 3 4 5 6; do
+    expect_bg_exit 0 "${pids[i - 1]}" "w$i"
+  done
+  assert_eq "$(order)" "w1 w2 w3 w4 w5 w6" "order of the grants"
+  no_overlaps
+  assert_eq "$(ticket_count "$name")" "0" "tickets left in the queue"
+  assert_free "$name"
+}
+
+# A waiter killed with SIGKILL leaves its ticket; the next waiter takes the lock once that ticket's lease
+# has run out, not earlier (the dead ticket is ahead of it) and not much later.
+killed_waiter_skipped_after_its_lease() {
+  local name dead live killed_at started_at
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  start_waiter dead "$name" --wait 60s
+  dead=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  start_waiter live "$name" --wait 60s
+  live=$BG_PID
+  wait_until 10 tickets_are "$name" 2
+  kill -KILL "$dead"
+  killed_at=$(now_ms)
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  wait_file 20 "$T/order"
+  started_at=$(now_ms)
+  assert_eq "$(order)" "live" "who ran"
+  local after=$((started_at - killed_at))
+  # The dead ticket was renewed at most renew_every (1.5 s) before the kill: it blocks 2.5 to 4 s.
+  ((after >= 2000)) || fail "the next waiter started ${after}ms after the kill, before the dead ticket expired"
+  ((after <= TICKET_LEASE_MS + 2500)) || fail "the dead waiter held up the queue for ${after}ms (ticket lease ${TICKET_LEASE_MS}ms)"
+  expect_bg_exit 0 "$live" live
+  # The dead ticket is deleted by a later reader of the queue, or at the latest expires: not live.
+  expect_exit 1 -- ml status "$name"
+  assert_not_contains "$OUT" "waiters:"
+}
+
+wait_timeout_removes_ticket() {
+  local name
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  start_bg other ml run "$name" --wait 60s -- true # ahead in the queue, so the timed-out one is behind it
+  wait_until 10 tickets_are "$name" 1
+  expect_exit 75 -- ml acquire "$name" --wait 1s
+  assert_eq "$(tickets "$name" | wc -l)" "1" "tickets after the --wait 1s gave up"
+  expect_exit 75 -- ml run "$name" --wait 1s -- true
+  assert_eq "$(tickets "$name" | wc -l)" "1" "tickets after run --wait 1s gave up"
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+}
+
+sigterm_removes_ticket() {
+  local name pid
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  start_bg run ml run "$name" --wait forever -- touch "$T/ran"
+  pid=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  kill -TERM "$pid"
+  expect_bg_exit 143 "$pid" run 10
+  assert_eq "$(ticket_count "$name")" "0" "tickets after SIGTERM"
+  [[ ! -e $T/ran ]] || fail "run started its command after SIGTERM"
+  assert_held_by "$name" "$HOLDER"
+}
+
+# The holder dies without releasing: no event, no release; the head takes over after TTL + grace, and
+# the second waiter comes after it.
+dead_holder_passes_to_head() {
+  local name start first second
+  name=$(lock_name)
+  start=$(now_ms)
+  ml acquire "$name" --process "$HOLDER" --ttl 2s >/dev/null
+  start_waiter first "$name" --wait 30s
+  first=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  start_waiter second "$name" --wait 30s
+  second=$BG_PID
+  wait_until 10 tickets_are "$name" 2
+  expect_bg_exit 0 "$first" first
+  expect_bg_exit 0 "$second" second
+  local elapsed=$(($(now_ms) - start))
+  ((elapsed >= 3500)) || fail "the lock was taken over after ${elapsed}ms, before TTL 2s + grace 2s"
+  assert_eq "$(order)" "first second" "order after the takeover"
+  no_overlaps
+}
+
+# --slots 2: both slots held; three waiters queue; each freed slot goes to the head.
+slots_go_to_the_head() {
+  local name t1 t2 pids=() i
+  name=$(lock_name)
+  t1=$(ml acquire "$name" --slots 2 --process "$HOST:4001")
+  t2=$(ml acquire "$name" --slots 2 --process "$HOST:4002")
+  for i in 1 2 3; do
+    start_bg "s$i" ml run "$name" --slots 2 --wait 60s -- sh -c 'echo "$2" >>"$1/order"; sleep 0.3' _ "$T" "s$i"
+    pids+=("$BG_PID")
+    wait_until 10 tickets_are "$name" "$i"
+  done
+  expect_exit 0 -- ml release "$name" --token "$t2"
+  wait_file 10 "$T/order"
+  sleep 0.5
+  assert_eq "$(order)" "s1" "who got the one free slot"
+  expect_exit 0 -- ml release "$name" --token "$t1"
+  for i in 1 2 3; do
+    expect_bg_exit 0 "${pids[i - 1]}" "s$i"
+  done
+  assert_eq "$(order)" "s1 s2 s3" "order of the slot grants"
+}
+
+# Several names: the first waiter (on A and B) is first on both; a later waiter on B alone waits behind
+# it although B is free; two waiters on the same two names given in opposite orders do not deadlock.
+several_names_keep_the_order() {
+  local a b both later x y
+  a=$(lock_name a)
+  b=$(lock_name b)
+  ml acquire "$a" --process "$HOLDER" >/dev/null
+  start_waiter both "$a" "$b" --wait 60s
+  both=$BG_PID
+  wait_until 10 tickets_are "$b" 1
+  start_waiter later "$b" --wait 60s
+  later=$BG_PID
+  wait_until 10 tickets_are "$b" 2
+  start_waiter x "$a" "$b" --wait 60s
+  x=$BG_PID
+  start_waiter y "$b" "$a" --wait 60s
+  y=$BG_PID
+  wait_until 10 tickets_are "$a" 3
+  sleep 1
+  [[ ! -e $T/order ]] || fail "a waiter ran before the first in line: $(order)"
+  expect_exit 0 -- ml release "$a" --process "$HOLDER"
+  expect_bg_exit 0 "$both" both
+  expect_bg_exit 0 "$later" later
+  expect_bg_exit 0 "$x" x
+  expect_bg_exit 0 "$y" y
+  [[ $(order) == "both later "* ]] || fail "expected 'both later' first, got '$(order)'"
+  no_overlaps
+}
+
+status_and_list_show_the_queue() {
+  local name p1 p2
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  start_bg q1 ml run "$name" --wait 60s -- true
+  p1=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  start_bg q2 ml acquire "$name" --wait 60s --process "$HOST:5252"
+  p2=$BG_PID
+  wait_until 10 tickets_are "$name" 2
+  expect_exit 0 -- ml status "$name"
+  assert_contains "$OUT" "waiters: 2"
+  assert_matches "$OUT" "^  1\. $HOST:$p1, waiting since [0-9T:.-]+Z \([0-9.]+m?s ago\)$"
+  assert_matches "$OUT" "^  2\. $HOST:5252, waiting since "
+  expect_exit 0 -- ml status "$name" --json
+  assert_eq "$(json "$OUT" '[w["position"] for w in d["waiters"]]')" "[1, 2]" "positions"
+  assert_eq "$(json "$OUT" '[w["waiter"] for w in d["waiters"]]')" "[\"$HOST:$p1\", \"$HOST:5252\"]" "waiters"
+  assert_eq "$(json "$OUT" 'sorted(d["waiters"][0].keys())')" \
+    '["position", "ticket_expires_at", "waiter", "waiting_since"]' "keys of a waiter"
+  expect_exit 0 -- ml list
+  assert_matches "$OUT" "^WAITING FOR +POS +WAITER +SINCE$"
+  assert_matches "$OUT" "^$name +1 +$HOST:$p1 +[0-9T:.-]+Z "
+  assert_matches "$OUT" "^$name +2 +$HOST:5252 +"
+  expect_exit 0 -- ml list --json
+  assert_eq "$(json "$OUT" "[w['waiter'] for l in d if l['name'] == '$name' for w in l['waiters']]")" \
+    "[\"$HOST:$p1\", \"$HOST:5252\"]" "waiters in list --json"
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  expect_bg_exit 0 "$p1" q1
+  expect_bg_exit 0 "$p2" q2
+  expect_exit 0 -- ml release "$name" --process "$HOST:5252"
+  expect_exit 1 -- ml status "$name"
+  assert_not_contains "$OUT" "waiters:"
+}
+
+run_case "six waiters started 200ms apart get the lock in that order" six_waiters_in_arrival_order
+run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
+run_case "a --wait timeout removes the ticket (acquire and run)" wait_timeout_removes_ticket
+run_case "SIGTERM to a waiting run removes its ticket" sigterm_removes_ticket
+run_case "a dead holder's lock passes to the head after TTL + grace" dead_holder_passes_to_head
+run_case "--slots: a freed slot goes to the head of the queue" slots_go_to_the_head
+run_case "several names: first in line on all, no deadlock" several_names_keep_the_order
+run_case "status and list (text and --json) show the queue" status_and_list_show_the_queue
+finish
