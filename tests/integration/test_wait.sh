@@ -56,7 +56,7 @@ wait_gives_up_with_conflict_exit_code() {
   assert_held_by "$name" "$HOLDER"
 }
 
-# Without --wait, one attempt only: the refusal comes at once (well under the 1s backoff cap).
+# Without --wait, one attempt only: the refusal comes at once (well under the 750ms poll of a waiter).
 without_wait_tries_once() {
   local name
   name=$(held_lock)
@@ -130,8 +130,9 @@ verbose_shows_retries() {
   local retries
   retries=$(grep -c "is held; trying again in" "$ERR")
   ((retries >= 2)) || fail_with "expected several retries within 1.5s, got $retries" stderr "$ERR"
-  # Each attempt costs at most 2 commands (insert, delete of an expired lock), besides the one-off
-  # createIndexes, the find that names the holder and the driver's endSessions.
+  # Each attempt costs at most 2 commands (insert, delete of an expired lock; a waiter's checks are
+  # finds, its ticket insert/renewal/delete a few more), besides the one-off createIndexes, the finds
+  # and the driver's endSessions.
   local summary total attempts per_attempt
   summary=$(sed -n 's/^mongolock: debug: server commands: //p' "$ERR")
   [[ $summary =~ ^([0-9]+)\ \((.*)\)$ ]] || fail_with "no server command count" stderr "$ERR"
@@ -148,7 +149,7 @@ verbose_shows_retries() {
     fail_with "$per_attempt commands for $attempts attempts (at most 2 each): $summary" stderr "$ERR"
 }
 
-# A wait shorter than the backoff does not overshoot: it ends near the deadline.
+# A wait shorter than the poll interval does not overshoot: it ends near the deadline.
 short_wait_not_overshot() {
   local name start elapsed
   name=$(held_lock)
