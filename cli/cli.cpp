@@ -83,6 +83,7 @@ struct TakeTexts {
   Text min_hold;
   bool fence = false;
   int slots = 1;
+  bool no_push = false;
 };
 
 struct RunTexts {
@@ -109,6 +110,7 @@ TakeOptions take_options(const TakeTexts& texts) {
   take.min_hold = duration_or(texts.min_hold, "--min-hold", Millis(0));
   take.fence = texts.fence;
   take.slots = texts.slots;
+  take.push = !texts.no_push;
   return take;
 }
 
@@ -123,6 +125,7 @@ void add_take_options(CLI::App* cmd, TakeTexts& texts) {
   add_option(cmd, "--slots", texts.slots, "Semaphore: up to N holders share the name")
       ->capture_default_str()
       ->type_name("N");
+  cmd->add_flag("--no-push", texts.no_push, "With --wait: poll only, without push wake-ups on release");
 }
 
 // The URI given with --uri (or MONGOLOCK_URI), found before parsing so that even a parse error cannot

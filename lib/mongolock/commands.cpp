@@ -189,11 +189,12 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   const auto process = caller_identity(options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  const auto outcome = locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
-                                          WaitPolicy{options.take.wait}, [](Millis pause) {
-                                            std::this_thread::sleep_for(pause);
-                                            return true;
-                                          });
+  const auto outcome =
+      locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
+                         WaitPolicy{.wait = options.take.wait, .push = options.take.push}, [](Millis pause) {
+                           std::this_thread::sleep_for(pause);
+                           return true;
+                         });
   if (outcome.locks.empty()) return report_held(global, locker, outcome, log);
   const auto& lock = outcome.locks.front();
   if (lock.fence) {
@@ -283,7 +284,8 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     request.command = printable(command_name(options.command.front())); // shown by status and list
     requests.push_back(std::move(request));
   }
-  auto outcome = locker.acquire_all(requests, WaitPolicy{options.take.wait}, sleep_unless_signalled);
+  auto outcome = locker.acquire_all(requests, WaitPolicy{.wait = options.take.wait, .push = options.take.push},
+                                    sleep_unless_signalled);
   if (outcome.locks.empty() && !outcome.interrupted) return report_held(global, locker, outcome, log);
   auto& locks = outcome.locks;
   for (const auto& lock : locks) {

@@ -29,6 +29,7 @@ struct TakeOptions {
   Millis min_hold{0};         // --min-hold: keep the lock at least this long after acquiring it
   bool fence = false;         // --fence: allocate a fencing token
   int slots = 1;              // --slots N: up to N holders share the name
+  bool push = true;           // --no-push: a waiter polls, without push wake-ups (tests; servers that cannot tail)
 };
 
 struct AcquireOptions {

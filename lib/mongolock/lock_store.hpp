@@ -5,6 +5,7 @@
 #include <mongolock/clock.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,8 @@ struct LockRecord {
   std::string user;                      // [user] the holder's user name
   std::string command;                   // [command] run: the command's name only, never its arguments
   std::optional<std::int64_t> fence;     // [fence] fencing token, when taken with --fence
+  bool waiters = false;                  // [waiters] true when waiters were queued for the name: its
+                                         // release appends a wake-up event (queue.hpp)
 };
 
 // Which lock document a write may touch: always by program, narrowed by every field that is set.
@@ -53,6 +56,18 @@ struct TicketRecord {
   std::string process;     // [process] the waiter, "<host>:<pid>"
   ServerTime since{};      // [since] server clock, UTC: when the waiter joined the queue
   ServerTime expires_at{}; // [expires_at] server clock, UTC: the ticket's lease; skipped (dead) after this
+};
+
+// A follower of the wake-up events of "<collection>_events" (a tailable awaitData cursor on a capped
+// collection). Destruction closes the cursor.
+class EventFeed {
+public:
+  virtual ~EventFeed() = default;
+  // Waits up to the feed's await time (follow_events) for an event of one of `names`; true when one
+  // arrived (at once when one is already there), false after the await time. Events of other names are skipped. One
+  // getMore per call (plus one per further event read). Throws Error (69) when the cursor fails or the server closed
+  // it: the caller then polls instead.
+  [[nodiscard]] virtual bool wait(const std::vector<std::string>& names) = 0;
 };
 
 // What the server says about itself, for `mongolock doctor`.
@@ -157,6 +172,26 @@ public:
 
   // The tickets of `names` (every name when empty), expired or not, in line order: by seq, then name.
   [[nodiscard]] virtual std::vector<TicketRecord> tickets(const std::vector<std::string>& names) = 0;
+
+  // --- push wake-ups of waiters ------------------------------------------------------------------
+
+  // Deletes at most one document matching `which` and returns it (findAndModify with remove: one
+  // command, like remove()); nullopt when none matched.
+  [[nodiscard]] virtual std::optional<LockRecord> remove_returning(const LockSelector& which) = 0;
+
+  // Sets waiters: true on the one document matching `which`. Returns the number matched (0 or 1).
+  [[nodiscard]] virtual std::int64_t mark_waiters(const LockSelector& which) = 0;
+
+  // Appends a wake-up event {name, t} to the capped collection "<collection>_events" (one insert).
+  // Only after follow_events() created the collection somewhere (a waiter did): an insert would
+  // otherwise create an uncapped one, so this is only called for a lock marked `waiters`.
+  virtual void append_event(std::string_view name) = 0;
+
+  // Creates "<collection>_events" (capped, 1 MiB) unless it exists, inserts two marker events and opens a
+  // tailable awaitData cursor from them on, whose getMores wait up to `await` (maxAwaitTimeMS, fixed
+  // when the cursor is made) (FerretDB v1 keeps such a cursor open only when its first
+  // batch is neither empty nor the whole result). Throws Error (69) when the server cannot do that.
+  [[nodiscard]] virtual std::unique_ptr<EventFeed> follow_events(Millis await) = 0;
 };
 
 } // namespace mongolock

@@ -24,6 +24,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   lock.user = request.user;
   lock.command = request.command;
   lock.host = request.process.substr(0, request.process.rfind(':'));
+  lock.waiters = request.waiters;
 
   const auto insert = [&] {
     const auto now = m_store.clock().now();
@@ -110,17 +111,27 @@ bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensur
   return false;
 }
 
-std::string Locker::busy_name(const std::vector<AcquireRequest>& requests) {
+std::string Locker::busy_name(const std::vector<AcquireRequest>& requests, bool mark) {
   for (const auto& request : requests) {
     const auto now = m_store.clock().now();
     std::set<std::string> taken;
-    for (const auto& lock : m_store.list(request.name)) {
-      if (lock.expires_at > now - request.takeover_grace) taken.insert(lock.program);
+    std::vector<LockRecord> unmarked;
+    for (auto& lock : m_store.list(request.name)) {
+      if (lock.expires_at <= now - request.takeover_grace) continue;
+      taken.insert(lock.program);
+      if (!lock.waiters && lock.expires_at > now) unmarked.push_back(std::move(lock));
     }
     bool free = false;
     for (int slot = 1; slot <= request.slots && !free; ++slot)
       free = !taken.contains(slot_program(request.name, slot));
-    if (!free) return request.name;
+    if (free) continue;
+    if (mark) {
+      for (const auto& lock : unmarked) {
+        if (m_store.mark_waiters(LockSelector{.program = lock.program, .id = lock.id}) == 1)
+          m_log.debugf("marked lock '{}' of {}: waiters are queued", lock.program, lock.process);
+      }
+    }
+    return request.name;
   }
   return {};
 }
@@ -148,16 +159,34 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     indexed = true;
   }
   queue.join(names, requests.front().process);
+  // Taken from the queue, a lock is marked `waiters`: its release wakes the next waiter.
+  auto queued = requests;
+  for (auto& request : queued)
+    request.waiters = policy.push;
+  std::unique_ptr<EventFeed> feed;
+  if (policy.push) {
+    try {
+      feed = m_store.follow_events(policy.queue.push_check);
+    } catch (const Error& e) {
+      m_log.debugf("no push wake-ups ({}); polling every {}", e.what(), format_duration(policy.queue.poll));
+    }
+  }
   bool head = false;
+  bool woken = true;
+  auto checked = LeaseClock::now();
   for (;;) {
     if (!queue.keep_alive()) head = false;
     // Once first in line, a waiter stays first: later tickets get a higher seq, and an expired ticket
-    // cannot be renewed back to life.
-    if (!head) head = queue.at_head();
+    // cannot be renewed back to life. Others re-read the queue when woken, and now and then.
+    const bool recheck = !feed || woken || LeaseClock::now() - checked >= policy.queue.push_recheck;
+    if (!head && recheck) {
+      head = queue.at_head();
+      checked = LeaseClock::now();
+    }
     if (head) {
-      const auto busy = busy_name(requests);
+      const auto busy = busy_name(queued, feed != nullptr);
       if (busy.empty()) {
-        if (attempt_all(requests, !indexed, outcome)) return outcome; // ~WaitQueue deletes the tickets
+        if (attempt_all(queued, !indexed, outcome)) return outcome; // ~WaitQueue deletes the tickets
         indexed = true;
       } else {
         outcome.held = busy;
@@ -167,7 +196,7 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     }
     const auto now = LeaseClock::now();
     if (!forever && now >= deadline) return outcome;
-    auto pause = policy.queue.poll;
+    auto pause = feed ? policy.queue.push_check : policy.queue.poll;
     if (!forever) pause = std::min(pause, std::chrono::ceil<Millis>(deadline - now));
     if (head) {
       m_log.debugf("'{}' is held; trying again in {} (first in the queue)", outcome.held, format_duration(pause));
@@ -175,25 +204,52 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       m_log.debugf("'{}' is held or others wait first (place {} in the queue); trying again in {}", outcome.held,
                    queue.position(), format_duration(pause));
     }
-    if (!sleep(pause)) {
+    woken = false;
+    if (feed && pause >= policy.queue.push_check) {
+      try {
+        woken = feed->wait(names);
+        if (woken) m_log.debugf("woken by a release");
+      } catch (const Error& e) {
+        m_log.debugf("push wake-ups stopped ({}); polling every {}", e.what(), format_duration(policy.queue.poll));
+        feed.reset();
+      }
+      if (!sleep(Millis(0))) {
+        outcome.interrupted = true;
+        return outcome;
+      }
+    } else if (!sleep(pause)) {
       outcome.interrupted = true;
       return outcome;
     }
   }
 }
 
+bool Locker::remove_and_wake(const LockSelector& which) {
+  const auto removed = m_store.remove_returning(which);
+  if (!removed) return false;
+  if (removed->waiters) {
+    try {
+      m_store.append_event(removed->name);
+    } catch (const Error& e) {
+      m_log.warning(
+          fmt::format("could not wake the waiters of '{}' ({}); they notice within a second", removed->name, e.what()));
+    }
+  }
+  return true;
+}
+
 ReleaseOutcome Locker::release(const LockSelector& which) {
   const auto now = m_store.clock().now();
   auto no_hold_left = which;
   no_hold_left.hold_ends_by = now;
-  if (m_store.remove(no_hold_left) == 1) return {ReleaseOutcome::released, {}};
+  if (remove_and_wake(no_hold_left)) return {ReleaseOutcome::released, {}};
   // Not deleted: maybe the lock is ours but within its minimum hold; then it ends at hold_until instead.
   const auto current = m_store.find(which.program);
   if (!current || current->released_at) return {ReleaseOutcome::not_holder, {}};
   if (current->hold_until <= now || current->expires_at <= now) {
     // No hold left (or a document without hold_until), or the lease already ran out, so there is nothing
     // to keep: delete it if it is ours, whatever its hold_until says.
-    if (m_store.remove(which) == 1) return {ReleaseOutcome::released, {}};
+    if (remove_and_wake(which)) return {ReleaseOutcome::released, {}};
     return {ReleaseOutcome::not_holder, {}};
   }
   auto in_hold = which;

@@ -26,6 +26,7 @@ struct AcquireRequest {
   Millis min_hold{0};          // --min-hold: a release before acquired_at + min_hold keeps the lock until then
   int slots = 1;               // --slots N: up to N holders share the name, one document per slot
   bool fence = false;          // --fence: allocate a fencing token for the acquisition
+  bool waiters = false;        // mark the lock document `waiters` (taken from the queue: its release wakes the queue)
 };
 
 // How long to keep trying while a name is held (--wait). A waiter joins the queue of waiters
@@ -34,6 +35,7 @@ struct AcquireRequest {
 struct WaitPolicy {
   std::optional<Millis> wait; // nullopt: try once, without the queue; Millis::max(): forever
   QueueTiming queue{};        // ticket lease, renewal and poll intervals
+  bool push = true;           // follow wake-up events (tailable cursor); false: poll only (--no-push)
 };
 
 // Pauses for `d` between attempts; returns false when waiting should stop (a signal arrived).
@@ -73,9 +75,10 @@ public:
   [[nodiscard]] AcquireOutcome acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                            const Sleeper& sleep);
 
-  // Releases the one document `which` selects: deletes it, or, during its minimum hold (and while its
-  // lease lasts), marks it released and lets it expire at hold_until (two more commands). Never touches
-  // a document `which` does not select.
+  // Releases the one document `which` selects: deletes it (findAndModify remove; when the document was
+  // marked `waiters`, then appends a wake-up event, whose failure is only logged), or, during its minimum hold (and
+  // while its lease lasts), marks it released and lets it expire at hold_until (two more commands). Never touches a
+  // document `which` does not select.
   [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
 
   // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock).
@@ -97,11 +100,16 @@ public:
 
 private:
   void release_quietly(const LockRecord& lock);
+  // Deletes the one document `which` selects (findAndModify remove); when it was marked `waiters`,
+  // appends a wake-up event. True when one was deleted.
+  bool remove_and_wake(const LockSelector& which);
   // One all-or-none attempt on every request; true when all were taken (outcome.locks), else sets
   // outcome.held and leaves outcome.locks empty.
   bool attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome);
-  // The first request whose name has no free slot (one find per name); "" when every one has one.
-  std::string busy_name(const std::vector<AcquireRequest>& requests);
+  // The first request whose name has no free slot (one find per name); "" when every one has one. With
+  // `mark`, marks the live documents of a busy name `waiters` (one update each, once per document), so
+  // that their release appends a wake-up event.
+  std::string busy_name(const std::vector<AcquireRequest>& requests, bool mark);
 
   LockStore& m_store;
   const Log& m_log;

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 
 #include <cerrno>
@@ -155,6 +157,7 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   append_string(doc, "user", lock.user);
   if (!lock.command.empty()) append_string(doc, "command", lock.command);
   if (lock.fence) BSON_APPEND_INT64(doc, "fence", *lock.fence);
+  if (lock.waiters) BSON_APPEND_BOOL(doc, "waiters", true);
 }
 
 std::string iter_string(const bson_iter_t& it) {
@@ -211,6 +214,8 @@ LockRecord from_bson(const bson_t* doc) {
       lock.ttl = Millis(bson_iter_as_int64(&it));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "fence") {
       lock.fence = bson_iter_as_int64(&it);
+    } else if (BSON_ITER_HOLDS_BOOL(&it) && key == "waiters") {
+      lock.waiters = bson_iter_bool(&it);
     }
   }
   if (lock.name.empty()) lock.name = lock.program;
@@ -296,6 +301,7 @@ struct MongoStore::Impl {
   CollectionPtr collection;
   CollectionPtr fences; // "<collection>_fences", opened on first use
   CollectionPtr queue;  // "<collection>_queue", opened on first use (queue of waiters)
+  CollectionPtr events; // "<database>_events.<collection>_events", opened on first use (wake-ups of waiters)
   Bson write_opts;      // {writeConcern: {w: "majority", j: true, wtimeout}}
   std::optional<ServerClock> clock;
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
@@ -912,6 +918,152 @@ std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& na
   bson_error_t error;
   if (mongoc_cursor_error(cursor.get(), &error)) impl.fail("read of the queue of waiters", error);
   return out;
+}
+
+// --- push wake-ups ----------------------------------------------------------------------------------
+
+std::optional<LockRecord> MongoStore::remove_returning(const LockSelector& which) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson selector;
+  append_selector(selector.get(), which);
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
+  BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
+  BSON_APPEND_BOOL(command.get(), "remove", true);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
+                                                 reply.get(), &error)) {
+    impl.fail(fmt::format("delete of lock '{}'", which.program), error);
+  }
+  bson_iter_t it;
+  if (!bson_iter_init_find(&it, reply.get(), "value") || !BSON_ITER_HOLDS_DOCUMENT(&it)) return std::nullopt;
+  std::uint32_t len = 0;
+  const std::uint8_t* data = nullptr;
+  bson_iter_document(&it, &len, &data);
+  bson_t value;
+  if (!bson_init_static(&value, data, len)) return std::nullopt;
+  return from_bson(&value);
+}
+
+std::int64_t MongoStore::mark_waiters(const LockSelector& which) {
+  m_impl->connect();
+  Bson set;
+  BSON_APPEND_BOOL(set.get(), "waiters", true);
+  return m_impl->update(which, set.get(), "marking of waiters");
+}
+
+namespace {
+
+mongoc_collection_t* open_events(mongoc_client_t* client, const StoreConfig& config, CollectionPtr& events) {
+  if (!events) {
+    // In a database of its own: on FerretDB v1 (SQLite) an open tailable cursor keeps its database from
+    // creating collections and indexes ("database is locked").
+    const auto database = config.database + "_events";
+    const auto name = config.collection + "_events";
+    events.reset(mongoc_client_get_collection(client, database.c_str(), name.c_str()));
+  }
+  return events.get();
+}
+
+bool insert_events(mongoc_collection_t* events, std::initializer_list<std::string_view> names, std::int64_t t,
+                   const bson_t* write_opts, bson_error_t& error) {
+  Bson docs[2];
+  const bson_t* pointers[2] = {docs[0].get(), docs[1].get()};
+  std::size_t count = 0;
+  for (const auto name : names) {
+    if (count == 2) break;
+    append_string(docs[count].get(), "name", name);
+    BSON_APPEND_INT64(docs[count].get(), "t", t);
+    ++count;
+  }
+  Reply reply;
+  return mongoc_collection_insert_many(events, pointers, count, write_opts, reply.get(), &error);
+}
+
+class MongoEventFeed final : public EventFeed {
+public:
+  // `fail` throws the Error for a driver error message.
+  MongoEventFeed(mongoc_cursor_t* cursor, std::function<void(const char*)> fail)
+      : m_cursor(cursor), m_fail(std::move(fail)) {}
+
+  bool wait(const std::vector<std::string>& names) override {
+    const bson_t* doc = nullptr;
+    bool woken = false;
+    // Read what is there (each next() may send one getMore, which waits up to the timeout when there is
+    // nothing); stop at the first event of one of our names.
+    while (!woken && mongoc_cursor_next(m_cursor.get(), &doc)) {
+      bson_iter_t it;
+      if (!bson_iter_init_find(&it, doc, "name")) continue;
+      const auto name = iter_string(it);
+      woken = std::find(names.begin(), names.end(), name) != names.end();
+    }
+    bson_error_t error;
+    if (mongoc_cursor_error(m_cursor.get(), &error)) m_fail(error.message);
+    if (!woken && !mongoc_cursor_more(m_cursor.get())) m_fail("the server closed the tailable cursor");
+    return woken;
+  }
+
+private:
+  CursorPtr m_cursor;
+  std::function<void(const char*)> m_fail;
+};
+
+} // namespace
+
+void MongoStore::append_event(std::string_view name) {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* events = open_events(impl.client.get(), impl.config, impl.events);
+  bson_error_t error;
+  if (!insert_events(events, {name}, to_bson_date(clock().now()), impl.write_opts.get(), error)) {
+    impl.fail(fmt::format("append of a wake-up event for '{}'", name), error);
+  }
+}
+
+std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* events = open_events(impl.client.get(), impl.config, impl.events);
+  bson_error_t error;
+  {
+    Bson opts;
+    BSON_APPEND_BOOL(opts.get(), "capped", true);
+    BSON_APPEND_INT64(opts.get(), "size", 1 << 20);
+    const auto database_name = impl.config.database + "_events";
+    std::unique_ptr<mongoc_database_t, Deleter<mongoc_database_destroy>> database(
+        mongoc_client_get_database(impl.client.get(), database_name.c_str()));
+    mongoc_collection_t* created =
+        mongoc_database_create_collection(database.get(), mongoc_collection_get_name(events), opts.get(), &error);
+    if (created != nullptr) {
+      mongoc_collection_destroy(created);
+    } else if (error.code != 48) { // 48: NamespaceExists
+      impl.fail("creation of the capped collection of wake-up events", error);
+    }
+  }
+  const auto from = to_bson_date(clock().now());
+  if (!insert_events(events, {"", ""}, from, impl.write_opts.get(), error)) {
+    impl.fail("insert of wake-up event markers", error);
+  }
+  Bson filter;
+  bson_t range;
+  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "t", &range);
+  BSON_APPEND_INT64(&range, "$gte", from);
+  bson_append_document_end(filter.get(), &range);
+  Bson opts;
+  BSON_APPEND_BOOL(opts.get(), "tailable", true);
+  BSON_APPEND_BOOL(opts.get(), "awaitData", true);
+  BSON_APPEND_INT64(opts.get(), "batchSize", 1);
+  BSON_APPEND_INT64(opts.get(), "maxAwaitTimeMS", std::clamp<Millis::rep>(await.count(), 1, 60'000));
+  auto fail = [&impl](const char* message) {
+    throw unavailable_error(fmt::format("following the wake-up events of {} failed: {}", impl.namespace_name,
+                                        scrub_secrets(message, impl.config.uri)));
+  };
+  auto feed = std::make_unique<MongoEventFeed>(
+      mongoc_collection_find_with_opts(events, filter.get(), opts.get(), nullptr), fail);
+  (void)feed->wait({}); // the first batch (a marker, no waiting): checks that the cursor stays open
+  return feed;
 }
 
 } // namespace mongolock

@@ -60,6 +60,10 @@ public:
   [[nodiscard]] std::int64_t remove_ticket(std::string_view id,
                                            std::optional<ServerTime> expired_at_or_before = std::nullopt) override;
   [[nodiscard]] std::vector<TicketRecord> tickets(const std::vector<std::string>& names) override;
+  [[nodiscard]] std::optional<LockRecord> remove_returning(const LockSelector& which) override;
+  [[nodiscard]] std::int64_t mark_waiters(const LockSelector& which) override;
+  void append_event(std::string_view name) override;
+  [[nodiscard]] std::unique_ptr<EventFeed> follow_events(Millis await) override;
 
 private:
   struct Impl;

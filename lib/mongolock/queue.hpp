@@ -30,6 +30,11 @@ struct QueueTiming {
   Millis renew_every{1500};  // the waiter renews its tickets this often (well within the lease)
   Millis poll{750};          // the waiter checks the queue (or, at the head, the lock) this often
   Millis purge_after{2000};  // a dead ticket is deleted this long after its expiry
+  // With push wake-ups (a tailable cursor on the events): each wait for an event lasts up to
+  // `push_check` (one getMore), after which the head checks the lock; others re-read the queue when an
+  // event comes, else every `push_recheck` (a dead waiter ahead, a holder that expired).
+  Millis push_check{1000};
+  Millis push_recheck{3000};
 };
 
 // One waiter's tickets on one or several names. Leaving (destruction) deletes them: a --wait that times

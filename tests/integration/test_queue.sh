@@ -49,6 +49,44 @@ six_waiters_in_arrival_order() {
   assert_free "$name"
 }
 
+# --no-push (as on a server that cannot tail): the waiters poll, and still get the lock in order; a
+# release of a lock nobody waits for is one command (no event), and with waiters the release wakes them
+# (-v says so) unless they poll.
+polling_without_push_keeps_order() {
+  local name i pids=()
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  for i in 1 2 3; do
+    start_waiter "n$i" "$name" --wait 60s --no-push
+    pids+=("$BG_PID")
+    wait_until 10 tickets_are "$name" "$i"
+  done
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  for i in 1 2 3; do
+    expect_bg_exit 0 "${pids[i - 1]}" "n$i"
+  done
+  assert_eq "$(order)" "n1 n2 n3" "order of the grants without push"
+  no_overlaps
+}
+
+push_wakes_the_head() {
+  local name pid
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  start_bg pushed env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" -v run "$name" --wait 60s -- true
+  pid=$BG_PID
+  wait_until 10 grep -q "first in the queue" "$T/pushed.err"
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
+  # The head marked the lock: its release is the delete (findAndModify) and the event (insert).
+  assert_contains "$ERR" "server commands: 3 (endSessions 1, findAndModify 1, insert 1)"
+  expect_bg_exit 0 "$pid" pushed
+  assert_contains "$T/pushed.err" "woken by a release"
+  # A lock nobody waits for: the release is one command.
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
+  assert_contains "$ERR" "server commands: 2 (endSessions 1, findAndModify 1)"
+}
+
 # A waiter killed with SIGKILL leaves its ticket; the next waiter takes the lock once that ticket's lease
 # has run out, not earlier (the dead ticket is ahead of it) and not much later.
 killed_waiter_skipped_after_its_lease() {
@@ -125,22 +163,27 @@ dead_holder_passes_to_head() {
   no_overlaps
 }
 
-# --slots 2: both slots held; three waiters queue; each freed slot goes to the head.
+# --slots 2: both slots held; three waiters queue; each freed slot goes to the head. The jobs hold their
+# slot until $T/go exists.
 slots_go_to_the_head() {
   local name t1 t2 pids=() i
   name=$(lock_name)
   t1=$(ml acquire "$name" --slots 2 --process "$HOST:4001")
   t2=$(ml acquire "$name" --slots 2 --process "$HOST:4002")
   for i in 1 2 3; do
-    start_bg "s$i" ml run "$name" --slots 2 --wait 60s -- sh -c 'echo "$2" >>"$1/order"; sleep 0.3' _ "$T" "s$i"
+    start_bg "s$i" ml run "$name" --slots 2 --wait 60s -- sh -c 'echo "$2" >>"$1/order"; while [ ! -e "$1/go" ]; do sleep 0.05; done' _ "$T" "s$i"
     pids+=("$BG_PID")
     wait_until 10 tickets_are "$name" "$i"
   done
   expect_exit 0 -- ml release "$name" --token "$t2"
   wait_file 10 "$T/order"
-  sleep 0.5
+  sleep 1.5
   assert_eq "$(order)" "s1" "who got the one free slot"
   expect_exit 0 -- ml release "$name" --token "$t1"
+  wait_until 10 eval '[[ $(order) == "s1 s2" ]]'
+  sleep 1.5
+  assert_eq "$(order)" "s1 s2" "who got the second free slot"
+  touch "$T/go"
   for i in 1 2 3; do
     expect_bg_exit 0 "${pids[i - 1]}" "s$i"
   done
@@ -211,6 +254,8 @@ status_and_list_show_the_queue() {
 }
 
 run_case "six waiters started 200ms apart get the lock in that order" six_waiters_in_arrival_order
+run_case "--no-push: waiters poll and still get the lock in order" polling_without_push_keeps_order
+run_case "a release wakes the head of the queue at once; an un-waited release is one command" push_wakes_the_head
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
 run_case "a --wait timeout removes the ticket (acquire and run)" wait_timeout_removes_ticket
 run_case "SIGTERM to a waiting run removes its ticket" sigterm_removes_ticket
