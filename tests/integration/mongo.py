@@ -8,7 +8,8 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py now        the server's clock (hello's localTime), epoch milliseconds
     mongo.py tickets NAME  the queue tickets of NAME (collection <collection>_queue), one
                         "seq process" line each, in seq order; expired ones too
-    mongo.py drop       drop the collection and its _queue and _fences collections (missing is fine)
+    mongo.py drop       drop the collection, its _queue and _fences collections and the _events
+                        collection in database <db>_events (missing is fine)
 
 Server: $MONGOLOCK_URI (mongodb://host:port[/...], no credentials); database $MONGOLOCK_DB (default
 mongolock), collection $MONGOLOCK_COLLECTION (default locks). Errors exit 2.
@@ -152,6 +153,7 @@ def main():
     elif what == "drop":
         for name in (coll, coll + "_queue", coll + "_fences"):
             command({"drop": name, "$db": db})
+        command({"drop": coll + "_events", "$db": db + "_events"})
     else:
         print(__doc__, file=sys.stderr)
         return 2
