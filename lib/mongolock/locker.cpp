@@ -159,10 +159,6 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     indexed = true;
   }
   queue.join(names, requests.front().process);
-  // Taken from the queue, a lock is marked `waiters`: its release wakes the next waiter.
-  auto queued = requests;
-  for (auto& request : queued)
-    request.waiters = policy.push;
   std::unique_ptr<EventFeed> feed;
   if (policy.push) {
     try {
@@ -171,6 +167,10 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       m_log.debugf("no push wake-ups ({}); polling every {}", e.what(), format_duration(policy.queue.poll));
     }
   }
+  // Taken from the queue while push works, a lock is marked `waiters`: its release wakes the next waiter.
+  auto queued = requests;
+  for (auto& request : queued)
+    request.waiters = feed != nullptr;
   bool head = false;
   bool woken = true;
   auto checked = LeaseClock::now();
