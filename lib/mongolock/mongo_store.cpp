@@ -1060,9 +1060,17 @@ std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
     throw unavailable_error(fmt::format("following the wake-up events of {} failed: {}", impl.namespace_name,
                                         scrub_secrets(message, impl.config.uri)));
   };
-  auto feed = std::make_unique<MongoEventFeed>(
-      mongoc_collection_find_with_opts(events, filter.get(), opts.get(), nullptr), fail);
-  (void)feed->wait({}); // the first batch (a marker, no waiting): checks that the cursor stays open
+  mongoc_cursor_t* cursor = mongoc_collection_find_with_opts(events, filter.get(), opts.get(), nullptr);
+  auto feed = std::make_unique<MongoEventFeed>(cursor, fail);
+  // The first batch (a marker; no getMore, no waiting): checks that the cursor stays open.
+  const bson_t* first = nullptr;
+  if (!mongoc_cursor_next(cursor, &first)) {
+    if (mongoc_cursor_error(cursor, &error)) fail(error.message);
+    fail("the tailable cursor returned no marker");
+  }
+  if (!mongoc_cursor_more(cursor)) fail("the server closed the tailable cursor");
+  // Later getMores take whatever has come (FerretDB needs the small batch only for the first one).
+  mongoc_cursor_set_batch_size(cursor, 100);
   return feed;
 }
 
