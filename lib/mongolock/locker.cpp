@@ -159,6 +159,10 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     indexed = true;
   }
   queue.join(names, requests.front().process);
+  if (!indexed) {
+    m_store.ensure_indexes(); // now, while waiting, rather than in the handover
+    indexed = true;
+  }
   std::unique_ptr<EventFeed> feed;
   if (policy.push) {
     try {
@@ -183,7 +187,11 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       head = queue.at_head();
       checked = LeaseClock::now();
     }
-    if (head) {
+    if (head && woken) {
+      // Woken by a release: try at once (an insert), without reading the lock first.
+      if (attempt_all(queued, false, outcome)) return outcome;
+      (void)busy_name(queued, feed != nullptr); // marks the new holder's lock, so that its release wakes us
+    } else if (head) {
       const auto busy = busy_name(queued, feed != nullptr);
       if (busy.empty()) {
         if (attempt_all(queued, !indexed, outcome)) return outcome; // ~WaitQueue deletes the tickets
