@@ -314,6 +314,7 @@ struct MongoStore::Impl {
     collection.reset();
     fences.reset();
     queue.reset();
+    events.reset();
     // endSessions only to a server that answered the last call: after a failure it could block the exit
     // for a whole socket timeout (a server that accepts connections and never answers).
     if (failed && client) mongoc_client_reset(client.get());
@@ -405,6 +406,8 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_SOCKETTIMEOUTMS, to_int32_ms(socket_limit));
   fences.reset();
   queue.reset();
+  events.reset();
+  queue_indexed = false;
   collection.reset();
   failed = false;
   if (client) {
