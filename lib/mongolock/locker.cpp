@@ -181,8 +181,10 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
   for (;;) {
     if (!queue.keep_alive()) head = false;
     // Once first in line, a waiter stays first: later tickets get a higher seq, and an expired ticket
-    // cannot be renewed back to life. Others re-read the queue when woken, and now and then.
-    const bool recheck = !feed || woken || LeaseClock::now() - checked >= policy.queue.push_recheck;
+    // cannot be renewed back to life. Others re-read the queue when woken, now and then, and when the
+    // first ticket ahead expires unless renewed (a dead waiter's: no event tells of it).
+    const bool recheck = !feed || woken || LeaseClock::now() - checked >= policy.queue.push_recheck ||
+                         m_store.clock().now() >= queue.next_expiry();
     if (!head && recheck) {
       head = queue.at_head();
       checked = LeaseClock::now();

@@ -76,6 +76,7 @@ bool WaitQueue::at_head() {
   const auto tickets = m_store.tickets(m_names);
   std::map<std::string, int> ahead; // per name: live tickets ahead of ours
   std::map<std::string, bool> found;
+  m_next_expiry = ServerTime::max();
   for (const auto& ticket : tickets) {
     const auto mine =
         std::find_if(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) { return t.id == ticket.id; });
@@ -86,6 +87,7 @@ bool WaitQueue::at_head() {
     if (found[ticket.name]) continue; // behind us
     if (ticket.expires_at > now) {
       ++ahead[ticket.name];
+      m_next_expiry = std::min(m_next_expiry, ticket.expires_at);
     } else if (ticket.expires_at <= now - m_timing.purge_after) {
       // A dead waiter's ticket: delete it, only if it is still expired (a read-then-write server may
       // interleave a renewal; then the renewal fails and that waiter rejoins at the back).

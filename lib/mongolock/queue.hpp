@@ -66,6 +66,11 @@ public:
   // farthest back.
   [[nodiscard]] int position() const { return m_position; }
 
+  // After at_head(): when (server time, UTC) the first live ticket ahead of this waiter expires unless it
+  // is renewed; ServerTime::max() at the head. The waiter reads the queue again then, so a dead waiter
+  // ahead holds up the queue no longer than its ticket lease plus one check.
+  [[nodiscard]] ServerTime next_expiry() const { return m_next_expiry; }
+
   // Deletes this waiter's tickets (one delete per name); failures are logged, never thrown.
   void leave() noexcept;
 
@@ -80,6 +85,7 @@ private:
   std::vector<TicketRecord> m_tickets;
   LocalTime m_renewed{};
   int m_position = 0;
+  ServerTime m_next_expiry = ServerTime::max();
 };
 
 // The live tickets of `tickets` (expires_at > now), in line order, numbered 1.. per name: for status/list.
