@@ -378,7 +378,7 @@ int list_command(const GlobalOptions& global, const ListOptions& options, Log& l
     for (const auto& view : locks)
       names.insert(view.lock.name);
     for (const auto& name : names)
-      fmt::print("{}\n", name);
+      fmt::print("{}\n", printable(name));
     return k_exit_ok;
   }
   const auto now = store.clock().now();

@@ -1,5 +1,6 @@
 #include <mongolock/identity.hpp>
 #include <mongolock/report.hpp>
+#include <mongolock/text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -88,12 +89,12 @@ std::string status_text(const std::string& name, const std::vector<LockView>& lo
   for (const auto& view : locks) {
     const auto& lock = view.lock;
     if (!out.empty()) out += "\n";
-    out += fmt::format("name: {}\n", lock.name);
+    out += fmt::format("name: {}\n", printable(lock.name));
     if (lock.slot > 0) out += fmt::format("slot: {}\n", lock.slot);
-    out += fmt::format("state: {}\nholder: {}\n", lock_state(view), lock.process);
+    out += fmt::format("state: {}\nholder: {}\n", lock_state(view), printable(lock.process));
     if (view.holder_alive) out += fmt::format("holder alive: {}\n", alive_text(view.holder_alive));
-    if (!lock.user.empty()) out += fmt::format("user: {}\n", lock.user);
-    if (!lock.command.empty()) out += fmt::format("command: {}\n", lock.command);
+    if (!lock.user.empty()) out += fmt::format("user: {}\n", printable(lock.user));
+    if (!lock.command.empty()) out += fmt::format("command: {}\n", printable(lock.command));
     out += fmt::format("acquired: {} ({})\n", format_time(lock.acquired_at), relative(lock.acquired_at, view.now));
     out += fmt::format("renewed: {} ({})\n", format_time(lock.renewed_at), relative(lock.renewed_at, view.now));
     out += fmt::format("expires: {} ({})\n", format_time(lock.expires_at), relative(lock.expires_at, view.now));
@@ -108,7 +109,7 @@ std::string status_text(const std::string& name, const std::vector<LockView>& lo
   if (!waiters.empty()) {
     out += fmt::format("\nwaiters: {}\n", waiters.size());
     for (const auto& waiter : waiters) {
-      out += fmt::format("  {}. {}, waiting since {} ({})\n", waiter.position, waiter.ticket.process,
+      out += fmt::format("  {}. {}, waiting since {} ({})\n", waiter.position, printable(waiter.ticket.process),
                          format_time(waiter.ticket.since), relative(waiter.ticket.since, now));
     }
   }
@@ -127,7 +128,7 @@ std::string status_json(const std::string& name, const std::vector<LockView>& lo
   for (const auto& view : locks)
     j["locks"].push_back(to_json(view));
   j["waiters"] = waiters_json(waiters, name);
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 static std::string locks_table(const std::vector<LockView>& locks);
@@ -137,14 +138,14 @@ std::string list_text(const std::vector<LockView>& locks, const std::vector<Queu
   if (waiters.empty()) return out;
   std::size_t name_width = 11, waiter_width = 6;
   for (const auto& waiter : waiters) {
-    name_width = std::max(name_width, waiter.ticket.name.size());
-    waiter_width = std::max(waiter_width, waiter.ticket.process.size());
+    name_width = std::max(name_width, printable(waiter.ticket.name).size());
+    waiter_width = std::max(waiter_width, printable(waiter.ticket.process).size());
   }
   out +=
       fmt::format("\n{:<{}}  {:<3}  {:<{}}  {}\n", "WAITING FOR", name_width, "POS", "WAITER", waiter_width, "SINCE");
   for (const auto& waiter : waiters) {
-    out += fmt::format("{:<{}}  {:<3}  {:<{}}  {} ({})\n", waiter.ticket.name, name_width, waiter.position,
-                       waiter.ticket.process, waiter_width, format_time(waiter.ticket.since),
+    out += fmt::format("{:<{}}  {:<3}  {:<{}}  {} ({})\n", printable(waiter.ticket.name), name_width, waiter.position,
+                       printable(waiter.ticket.process), waiter_width, format_time(waiter.ticket.since),
                        relative(waiter.ticket.since, now));
   }
   return out;
@@ -153,16 +154,16 @@ std::string list_text(const std::vector<LockView>& locks, const std::vector<Queu
 static std::string locks_table(const std::vector<LockView>& locks) {
   std::size_t name_width = 4, holder_width = 6;
   for (const auto& view : locks) {
-    name_width = std::max(name_width, view.lock.program.size());
-    holder_width = std::max(holder_width, view.lock.process.size());
+    name_width = std::max(name_width, printable(view.lock.program).size());
+    holder_width = std::max(holder_width, printable(view.lock.process).size());
   }
   std::string out = fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {}\n", "NAME", name_width, "HOLDER", holder_width,
                                 "ACQUIRED", "EXPIRES", "ALIVE");
   for (const auto& view : locks) {
     const auto& lock = view.lock;
-    out +=
-        fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {}\n", lock.program, name_width, lock.process, holder_width,
-                    format_time(lock.acquired_at), relative(lock.expires_at, view.now), alive_text(view.holder_alive));
+    out += fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {}\n", printable(lock.program), name_width,
+                       printable(lock.process), holder_width, format_time(lock.acquired_at),
+                       relative(lock.expires_at, view.now), alive_text(view.holder_alive));
   }
   return out;
 }
@@ -174,7 +175,7 @@ std::string list_json(const std::vector<LockView>& locks, const std::vector<Queu
     lock["waiters"] = waiters_json(waiters, view.lock.name);
     j.push_back(std::move(lock));
   }
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 } // namespace mongolock

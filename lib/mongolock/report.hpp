@@ -30,7 +30,8 @@ struct LockView {
 
 // `status NAME`: "key: value" lines, one block per document (plain lock or slot), or "state: free"; then,
 // when `waiters` (live tickets of NAME, in line order, as of `now`) is not empty, "waiters: N" and one line
-// per waiter: "  1. host:pid, waiting since TIME (for DUR)".
+// per waiter: "  1. host:pid, waiting since TIME (for DUR)". Every stored string is escaped with printable():
+// the server's documents may carry control bytes or invalid UTF-8 that another client wrote.
 [[nodiscard]] std::string status_text(const std::string& name, const std::vector<LockView>& locks,
                                       const std::vector<QueuedWaiter>& waiters = {}, ServerTime now = {});
 // `status NAME --json`: {"name", "state": "held"|"free", "locks": [lock objects], "waiters": [waiter
@@ -39,10 +40,11 @@ struct LockView {
                                       const std::vector<QueuedWaiter>& waiters = {});
 
 // `list`: a table NAME HOLDER ACQUIRED EXPIRES ALIVE, or "no locks held"; then, when there are waiters, a
-// second table WAITING FOR, POS, WAITER, SINCE in line order.
+// second table WAITING FOR, POS, WAITER, SINCE in line order. Escaped as status_text() is.
 [[nodiscard]] std::string list_text(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {},
                                     ServerTime now = {});
-// `list --json`: a JSON array of lock objects; each has "waiters": the waiter objects of its name.
+// `list --json`: a JSON array of lock objects; each has "waiters": the waiter objects of its name. In both
+// JSON outputs, invalid UTF-8 stored on the server becomes U+FFFD (JSON strings are Unicode).
 [[nodiscard]] std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {});
 
 } // namespace mongolock

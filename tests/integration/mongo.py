@@ -8,6 +8,8 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py now        the server's clock (hello's localTime), epoch milliseconds
     mongo.py tickets NAME  the queue tickets of NAME (collection <collection>_queue), one
                         "seq process" line each, in seq order; expired ones too
+    mongo.py set NAME FIELD VALUE  set a string field of NAME's lock document to VALUE's bytes as given
+                        (also invalid UTF-8): what another client could store
     mongo.py drop       drop the collection, its _queue and _fences collections and the _events
                         collection in database <db>_events (missing is fine)
 
@@ -21,6 +23,13 @@ import struct
 import sys
 
 
+class RawStr:
+    """A BSON string given as bytes, sent as they are (for planting what another client could store)."""
+
+    def __init__(self, data):
+        self.data = data
+
+
 def cstring(s):
     return s.encode() + b"\0"
 
@@ -32,11 +41,15 @@ def encode(doc):
             out += b"\x08" + cstring(key) + (b"\x01" if value else b"\x00")
         elif isinstance(value, int):
             out += b"\x12" + cstring(key) + struct.pack("<q", value)
+        elif isinstance(value, RawStr):
+            out += b"\x02" + cstring(key) + struct.pack("<i", len(value.data) + 1) + value.data + b"\0"
         elif isinstance(value, str):
             data = value.encode()
             out += b"\x02" + cstring(key) + struct.pack("<i", len(data) + 1) + data + b"\0"
         elif isinstance(value, dict):
             out += b"\x03" + cstring(key) + encode(value)
+        elif isinstance(value, list):
+            out += b"\x04" + cstring(key) + encode({str(i): v for i, v in enumerate(value)})
         else:
             raise TypeError(f"cannot encode {key}={value!r}")
     return struct.pack("<i", len(out) + 5) + out + b"\0"
@@ -150,6 +163,13 @@ def main():
             die(f"find failed: {reply}")
         for doc in reply["cursor"]["firstBatch"]:
             print(f"{doc['seq']} {doc['process']}")
+    elif what == "set" and len(sys.argv) == 5:
+        # set PROGRAM FIELD VALUE: what another client could store (VALUE's bytes as given, even invalid UTF-8)
+        value = sys.argv[4].encode("utf-8", "surrogateescape")
+        reply = command({"update": coll, "updates": [{"q": {"program": sys.argv[2]},
+                                                       "u": {"$set": {sys.argv[3]: RawStr(value)}}}], "$db": db})
+        if reply.get("ok") != 1.0 or reply.get("n") != 1:
+            die(f"update failed: {reply}")
     elif what == "drop":
         for name in (coll, coll + "_queue", coll + "_fences"):
             command({"drop": name, "$db": db})

@@ -176,6 +176,31 @@ help_and_version() {
   assert_contains "$OUT" "--timeout"
 }
 
+# What another client stored (control bytes, a terminal escape, a line break) is shown escaped, one line
+# per field, in status and list, and the JSON carries it exactly. (Invalid UTF-8 cannot be planted here:
+# FerretDB stores U+FFFD instead; the JSON output replaces it the same way.)
+stored_text_is_escaped() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name"
+  python3 "$ITEST_DIR/mongo.py" set "$name" process $'evil\e[31m\rhost:1'
+  python3 "$ITEST_DIR/mongo.py" set "$name" user $'user\nX: spoofed'
+  expect_exit 0 -- ml status "$name"
+  assert_contains "$OUT" 'holder: evil\x1b[31m\rhost:1'
+  assert_contains "$OUT" 'user: user\nX: spoofed'
+  grep -q '^X: spoofed' "$OUT" && fail_with "a stored line break made a line of its own" stdout "$OUT"
+  LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f-\xff]' "$OUT" && fail_with "raw bytes in status" stdout "$OUT"
+  expect_exit 0 -- ml list
+  assert_contains "$OUT" 'evil\x1b[31m\rhost:1'
+  LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f-\xff]' "$OUT" && fail_with "raw bytes in list" stdout "$OUT"
+  expect_exit 0 -- ml status "$name" --json
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); h=d["locks"][0]["holder"]; u=d["locks"][0]["user"]
+assert h == "evil\x1b[31m\rhost:1", h
+assert u == "user\nX: spoofed", u' "$OUT" || fail_with "status --json" stdout "$OUT"
+  expect_exit 0 -- ml list --json
+  python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$OUT" || fail_with "list --json is not JSON" stdout "$OUT"
+}
+
 run_case "data on stdout only (token line, status, JSON), messages and errors on stderr" data_on_stdout
 run_case "run's stdout is the command's alone, with and without -v" run_stdout_is_the_commands
 run_case "-q / MONGOLOCK_QUIET: nothing but errors" quiet_prints_only_errors
@@ -183,4 +208,5 @@ run_case "-v / MONGOLOCK_VERBOSE: timed steps, server selection, each command" v
 run_case "-v with -q: 64" verbose_and_quiet_exclude
 run_case "a server's error message is one line on stderr" server_error_is_one_line
 run_case "--help and --version on stdout, exit 0" help_and_version
+run_case "stored text with control bytes or invalid UTF-8: escaped in status/list, valid JSON" stored_text_is_escaped
 finish
