@@ -169,6 +169,14 @@ std::string iter_string(const bson_iter_t& it) {
   return {};
 }
 
+// An _id as text: an ObjectId as 24 hex digits, a string as it is.
+std::string iter_id(const bson_iter_t& it) {
+  if (!BSON_ITER_HOLDS_OID(&it)) return iter_string(it);
+  char hex[25];
+  bson_oid_to_string(bson_iter_oid(&it), hex);
+  return hex;
+}
+
 // Reads a lock document; fields of unexpected types are left at their defaults.
 LockRecord from_bson(const bson_t* doc) {
   LockRecord lock;
@@ -177,13 +185,7 @@ LockRecord from_bson(const bson_t* doc) {
   while (bson_iter_next(&it)) {
     const std::string_view key = bson_iter_key(&it);
     if (key == "_id") {
-      if (BSON_ITER_HOLDS_OID(&it)) {
-        char hex[25];
-        bson_oid_to_string(bson_iter_oid(&it), hex);
-        lock.id = hex;
-      } else {
-        lock.id = iter_string(it);
-      }
+      lock.id = iter_id(it);
     } else if (key == "program") {
       lock.program = iter_string(it);
     } else if (key == "name") {
@@ -779,13 +781,7 @@ TicketRecord ticket_from_bson(const bson_t* doc) {
   while (bson_iter_next(&it)) {
     const std::string_view key = bson_iter_key(&it);
     if (key == "_id") {
-      if (BSON_ITER_HOLDS_OID(&it)) {
-        char hex[25];
-        bson_oid_to_string(bson_iter_oid(&it), hex);
-        ticket.id = hex;
-      } else {
-        ticket.id = iter_string(it);
-      }
+      ticket.id = iter_id(it);
     } else if (key == "name") {
       ticket.name = iter_string(it);
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "seq") {
