@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <sys/stat.h>
@@ -87,6 +88,10 @@ struct TakeTexts {
 };
 
 struct RunTexts {
+  bool no_history = false;
+  std::int64_t history_keep = HistoryPolicy{}.keep;
+  std::string history_max_age = "30d";
+  Text metrics_file;
   Text kill_grace;
   Text renew_interval;
   Text renew_deadline;
@@ -94,6 +99,16 @@ struct RunTexts {
   std::string kill_after = "5s";
   std::string on_lost = "term";
 };
+
+// A whole number >= 1 from a variable's text, e.g. "10". Throws Error (64) naming `what`.
+std::int64_t parse_count(std::string_view text, std::string_view what) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1) {
+    throw usage_error(fmt::format("{} '{}' is not a whole number of 1 or more", what, text));
+  }
+  return value;
+}
 
 Millis duration_or(const Text& text, const char* what, Millis fallback) {
   return text ? parse_duration(*text, what) : fallback;
@@ -329,6 +344,16 @@ int run_cli(std::vector<std::string> args, Log& log) {
       ->capture_default_str()
       ->type_name("DUR");
   add_take_options(run_cmd, run_take);
+  run_cmd->add_flag("--no-history", run_texts.no_history, "Do not record this run in the run history");
+  add_option(run_cmd, "--history-keep", run_texts.history_keep, "Run history: keep at most N runs per name")
+      ->capture_default_str()
+      ->type_name("N");
+  add_option(run_cmd, "--history-max-age", run_texts.history_max_age, "Run history: delete runs older than this")
+      ->capture_default_str()
+      ->type_name("DUR");
+  add_option(run_cmd, "--metrics-file", run_texts.metrics_file,
+             "After the run, update this Prometheus textfile (node_exporter textfile collector)")
+      ->type_name("PATH");
 
   StatusOptions status;
   auto* status_cmd = app.add_subcommand("status", "Show a lock's holder and times; exit 0 when held, 1 when free");
@@ -340,6 +365,14 @@ int run_cli(std::vector<std::string> args, Log& log) {
   list_cmd->add_flag("--json", list.json, "Print JSON");
   list_cmd->add_flag("--names", list.names, "Print only the names of the held locks, one per line");
 
+  HistoryOptions history;
+  Text history_since;
+  auto* history_cmd = app.add_subcommand("history", "Show the recorded runs, newest first, with a summary");
+  history_cmd->add_option("NAME", history.name, "Lock name (default: every name)");
+  history_cmd->add_option("--limit", history.limit, "Show at most N runs")->capture_default_str()->type_name("N");
+  history_cmd->add_option("--since", history_since, "Only runs that ended within DUR before now")->type_name("DUR");
+  history_cmd->add_flag("--json", history.json, "Print JSON");
+
   BreakOptions brk;
   auto* break_cmd = app.add_subcommand("break", "Remove a lock whoever holds it (needs --force; logged)");
   break_cmd->add_option("NAME", brk.name, "Lock name")->required();
@@ -348,6 +381,11 @@ int run_cli(std::vector<std::string> args, Log& log) {
 
   auto* doctor_cmd = app.add_subcommand("doctor", "Check the connection, server, clock offset, index and write access");
   auto* init_cmd = app.add_subcommand("init", "Create the indexes up front (unique program; TTL where supported)");
+  std::string init_history_max_age = "30d";
+  add_option(init_cmd, "--history-max-age", init_history_max_age,
+             "The run history's TTL index deletes runs this long after they ended")
+      ->capture_default_str()
+      ->type_name("DUR");
 
   std::string shell;
   auto* completion_cmd = app.add_subcommand("completion", "Print the shell completion script for bash, zsh or fish");
@@ -375,7 +413,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
     // (Log redacts any URI in these messages and escapes what is not printable.)
     if (unknown && app.get_subcommands().empty()) {
       throw usage_error(fmt::format("unknown command '{}'; the commands are acquire, release, renew, run, status, "
-                                    "list, break, doctor, init and completion (see 'mongolock --help')",
+                                    "list, history, break, doctor, init and completion (see 'mongolock --help')",
                                     word));
     }
     if (command && run_cmd->parsed() && run.names.empty()) {
@@ -388,7 +426,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
 
   // The completion script comes from the definition alone: no config file, no server.
   if (completion_cmd->parsed()) {
-    fmt::print("{}", completion_script(app, shell, {"release", "renew", "status", "break"}));
+    fmt::print("{}", completion_script(app, shell, {"release", "renew", "status", "break", "history"}));
     return k_exit_ok;
   }
 
@@ -447,13 +485,30 @@ int run_cli(std::vector<std::string> args, Log& log) {
                   : run_texts.on_lost == "ignore" ? OnLost::ignore
                                                   : OnLost::term;
     run.take = take_options(run_take);
+    run.history.enabled = !run_texts.no_history;
+    run.history.keep = run_texts.history_keep;
+    run.history.max_age = parse_duration(run_texts.history_max_age, "--history-max-age");
+    if (env_set("MONGOLOCK_HISTORY_PURGE_EVERY")) {
+      run.history.purge_every =
+          parse_count(std::getenv("MONGOLOCK_HISTORY_PURGE_EVERY"), "MONGOLOCK_HISTORY_PURGE_EVERY");
+    }
+    if (run_texts.metrics_file) {
+      validate_printable_text(*run_texts.metrics_file, "--metrics-file");
+      run.metrics_file = run_texts.metrics_file;
+    }
     return run_command(global, run, log);
   }
   if (status_cmd->parsed()) return status_command(global, status, log);
   if (list_cmd->parsed()) return list_command(global, list, log);
   if (break_cmd->parsed()) return break_command(global, brk, log);
   if (doctor_cmd->parsed()) return doctor_command(global, log);
-  if (init_cmd->parsed()) return init_command(global, log);
+  if (history_cmd->parsed()) {
+    history.since = optional_duration(history_since, "--since");
+    return history_command(global, history, log);
+  }
+  if (init_cmd->parsed()) {
+    return init_command(global, InitOptions{parse_duration(init_history_max_age, "--history-max-age")}, log);
+  }
   throw internal_error("no command was parsed");
 }
 

@@ -3,6 +3,7 @@
 #include <mongolock/identity.hpp>
 #include <mongolock/lock_name.hpp>
 #include <mongolock/locker.hpp>
+#include <mongolock/metrics.hpp>
 #include <mongolock/process.hpp>
 #include <mongolock/report.hpp>
 #include <mongolock/text.hpp>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <syslog.h>
 #include <thread>
@@ -71,8 +73,11 @@ std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
   return out;
 }
 
-int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log) {
+// Reports who holds the lock that was not acquired; `held_by` (when given) gets the first holder's host:pid.
+int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log,
+                std::string* held_by = nullptr) {
   const auto holders = locker.holders(outcome.held);
+  if (held_by != nullptr && !holders.empty()) *held_by = holders.front().process;
   if (holders.empty()) {
     // The holder released between our attempt and this read; the name was held when we tried.
     log.info(fmt::format("lock '{}' is held (its holder released it just now; try again)", outcome.held));
@@ -180,6 +185,112 @@ template <typename F> std::string join(const std::vector<LockRecord>& locks, F f
   return out;
 }
 
+// What a run records when it ends: one history document per lock name (record_runs()) and the metrics file.
+// Filled in as the run goes; finish() writes both once and returns the exit code it was given.
+class RunRecorder {
+public:
+  RunRecorder(const GlobalOptions& global, const RunOptions& options, std::vector<std::string> names, const Log& log)
+      : m_options(options), m_names(std::move(names)), m_log(log),
+        m_command(recorded_command(options.command, global.store.uri)), m_began(LeaseClock::now()) {}
+
+  // The locks were taken: the wait ends now.
+  void acquired(const std::vector<LockRecord>& locks) {
+    m_waited = std::chrono::duration_cast<Millis>(LeaseClock::now() - m_began);
+    for (const auto& lock : locks) {
+      if (lock.fence) m_fences[lock.name] = *lock.fence;
+    }
+  }
+
+  // The command has just started; `clock` is the server's clock (as of the acquisition).
+  void started(const ServerClock& clock) {
+    m_clock = clock;
+    m_started_at = clock.now();
+  }
+
+  [[nodiscard]] bool finished() const { return m_finished; }
+
+  // Writes the record of outcome `outcome` (history through `store` unless it is null; the metrics file) and
+  // returns `exit_code`. `ended` is when the whole job ended (LeaseClock), when known. Never throws.
+  int finish(LockStore* store, Outcome outcome, int exit_code, std::optional<LocalTime> ended = std::nullopt,
+             int signal = 0, std::string held_by = {}) noexcept {
+    if (m_finished) return exit_code;
+    m_finished = true;
+    try {
+      write(store, outcome, exit_code, ended.value_or(LeaseClock::now()), signal, std::move(held_by));
+    } catch (const std::exception& e) {
+      m_log.warning(fmt::format("the run was not recorded ({})", e.what()));
+    }
+    return exit_code;
+  }
+
+private:
+  void write(LockStore* store, Outcome outcome, int exit_code, LocalTime ended, int signal, std::string held_by) {
+    // The server's clock: fresh when the store has just spoken to the server (the release), else as taken
+    // at the acquisition; none when the server was never reached.
+    std::optional<ServerClock> clock = m_clock;
+    if (store != nullptr) {
+      try {
+        clock = store->clock();
+      } catch (const Error&) {}
+    }
+    const auto ended_at =
+        clock ? clock->at(ended) : std::chrono::time_point_cast<Millis>(std::chrono::system_clock::now());
+    std::vector<RunRecord> runs;
+    std::vector<RunMetrics> metrics;
+    for (const auto& name : m_names) {
+      RunRecord run;
+      run.name = name;
+      run.process = holder_identity(getpid());
+      run.host = host_name();
+      run.user = user_name();
+      run.command = m_command;
+      run.started_at = m_started_at;
+      run.ended_at = ended_at;
+      if (m_started_at) run.duration = std::max(Millis(0), ended_at - *m_started_at);
+      run.waited = m_waited.value_or(std::chrono::duration_cast<Millis>(ended - m_began));
+      run.outcome = std::string(outcome_name(outcome));
+      run.exit_code = exit_code;
+      if (signal > 0 && sigabbrev_np(signal) != nullptr) run.signal = sigabbrev_np(signal);
+      run.held_by = held_by;
+      if (const auto fence = m_fences.find(name); fence != m_fences.end()) run.fence = fence->second;
+      metrics.push_back(RunMetrics{
+          .name = name,
+          .outcome = outcome,
+          .ended_at = static_cast<double>(ended_at.time_since_epoch().count()) / 1000.0,
+          .duration =
+              run.duration ? std::optional<double>(static_cast<double>(run.duration->count()) / 1000.0) : std::nullopt,
+          .exit_code = exit_code});
+      runs.push_back(std::move(run));
+    }
+    if (store != nullptr && clock) record_runs(*store, std::move(runs), m_options.history, ended_at, m_log);
+    if (m_options.metrics_file) {
+      try {
+        write_metrics_file(*m_options.metrics_file, metrics);
+      } catch (const Error& e) {
+        m_log.warning(fmt::format("{}; the run's exit status is unchanged", e.what()));
+      }
+    }
+  }
+
+  const RunOptions& m_options;
+  std::vector<std::string> m_names;
+  const Log& m_log;
+  std::vector<std::string> m_command;
+  LocalTime m_began;
+  std::optional<Millis> m_waited;
+  std::optional<ServerClock> m_clock;
+  std::optional<ServerTime> m_started_at;
+  std::map<std::string, std::int64_t> m_fences;
+  bool m_finished = false;
+};
+
+// The outcome of a run whose command ran, from how supervision ended and how the release went.
+Outcome run_outcome(const RunOutcome& result, bool release_gone) {
+  if (result.lease_lost || release_gone) return Outcome::lease_lost;
+  if (result.timed_out) return Outcome::timeout;
+  return result.command_status == 0 ? Outcome::ok : Outcome::failed;
+}
+
 } // namespace
 
 int acquire_command(const GlobalOptions& global, const AcquireOptions& options, Log& log) {
@@ -252,24 +363,11 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
   return k_exit_ok;
 }
 
-int run_command(const GlobalOptions& global, const RunOptions& options, Log& log) {
-  auto names = options.names;
-  if (names.empty()) throw usage_error("run needs a lock name: mongolock run NAME [NAME...] -- CMD [ARGS...]");
-  for (const auto& name : names)
-    validate_lock_name(name);
-  std::sort(names.begin(), names.end()); // one global order: no two runs wait for each other in a cycle
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  if (options.command.empty() || options.command.front().empty()) {
-    throw usage_error("run needs a command: mongolock run NAME -- CMD [ARGS...]");
-  }
-  validate_take(options.take);
-  const RunPolicy policy{
-      make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline),
-      options.on_lost, options.timeout, options.kill_after};
+namespace {
 
-  // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
-  // the heartbeat thread and the command start with them blocked/restored as they should.
-  const SignalBlock signals;
+// run_command() after the options were checked: every way out goes through `recorder`.
+int run_checked(const GlobalOptions& global, const RunOptions& options, const std::vector<std::string>& names,
+                const RunPolicy& policy, const SignalBlock& signals, RunRecorder& recorder, Log& log) {
   auto config = global.store;
   // Each command must give up well within the renewal deadline so the heartbeat can retry.
   config.operation_timeout = std::clamp(policy.lease.renew_interval, Millis(1000), config.operation_timeout);
@@ -286,8 +384,13 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   }
   auto outcome = locker.acquire_all(requests, WaitPolicy{.wait = options.take.wait, .push = options.take.push},
                                     sleep_unless_signalled);
-  if (outcome.locks.empty() && !outcome.interrupted) return report_held(global, locker, outcome, log);
+  if (outcome.locks.empty() && !outcome.interrupted) {
+    std::string held_by;
+    const auto code = report_held(global, locker, outcome, log, &held_by);
+    return recorder.finish(&store, Outcome::skipped, code, std::nullopt, 0, held_by);
+  }
   auto& locks = outcome.locks;
+  if (!locks.empty()) recorder.acquired(locks);
   for (const auto& lock : locks) {
     log.debugf("acquired lock '{}' as {} until {}", lock.program, lock.process, format_time(lock.expires_at));
   }
@@ -296,7 +399,9 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     log.info(fmt::format("received SIG{} before the command started{}", sigabbrev_np(*signo),
                          locks.empty() ? "" : "; releasing the lock"));
     release_after_run(locker, locks, log);
-    return exit_code_for_signal(*signo);
+    // Interrupted while waiting for a held lock: skipped; after taking it: the run failed to start.
+    return recorder.finish(&store, locks.empty() ? Outcome::skipped : Outcome::failed, exit_code_for_signal(*signo),
+                           std::nullopt, *signo);
   }
 
   // Every MONGOLOCK_* variable describes this run: stale ones inherited from an outer run are replaced or
@@ -320,13 +425,19 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   }
   std::optional<Child> child;
   try {
+    const auto clock = store.clock();
     child.emplace(Child::spawn(spec));
-  } catch (const Error&) {
+    recorder.started(clock);
+  } catch (const Error& e) {
     release_after_run(locker, locks, log);
+    if (e.exit_code() == k_exit_cannot_execute || e.exit_code() == k_exit_not_found) {
+      recorder.finish(&store, Outcome::not_executable, e.exit_code());
+    }
     throw;
   }
   log.debugf("started {} (pid {})", options.command.front(), child->pid());
   const auto result = supervise(locker, locks, *child, signals, policy, log);
+  const auto ended = child->job_ended();
   log.debugf("command exited with status {}", result.command_status);
   // The heartbeat left a client with timeouts cut to its deadlines (or a failed one): the release gets
   // the configured timeouts on a fresh connection.
@@ -344,15 +455,54 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     } else {
       release_after_run(locker, locks, log, /*lease_lost=*/true);
     }
-    return policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
+    const auto code = policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
+    return recorder.finish(&store, Outcome::lease_lost, code, ended, result.command_signal);
   }
   const auto released = release_after_run(locker, locks, log);
-  if (result.timed_out) return k_exit_timeout;
-  // A command that succeeded is not reported as a success when its lock was not held to the end (76) or
-  // could not be given back (69); a failing command's own status says more.
-  if (result.command_status == 0 && released == RunRelease::gone) return k_exit_lease_lost;
-  if (result.command_status == 0 && released == RunRelease::failed) return k_exit_unavailable;
-  return result.command_status;
+  const auto what = run_outcome(result, released == RunRelease::gone);
+  auto code = result.command_status;
+  if (result.timed_out) {
+    code = k_exit_timeout;
+  } else if (result.command_status == 0 && released == RunRelease::gone) {
+    // A command that succeeded is not reported as a success when its lock was not held to the end (76) or
+    // could not be given back (69); a failing command's own status says more.
+    code = k_exit_lease_lost;
+  } else if (result.command_status == 0 && released == RunRelease::failed) {
+    code = k_exit_unavailable;
+  }
+  return recorder.finish(&store, what, code, ended, result.command_signal);
+}
+
+} // namespace
+
+int run_command(const GlobalOptions& global, const RunOptions& options, Log& log) {
+  auto names = options.names;
+  if (names.empty()) throw usage_error("run needs a lock name: mongolock run NAME [NAME...] -- CMD [ARGS...]");
+  for (const auto& name : names)
+    validate_lock_name(name);
+  std::sort(names.begin(), names.end()); // one global order: no two runs wait for each other in a cycle
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  if (options.command.empty() || options.command.front().empty()) {
+    throw usage_error("run needs a command: mongolock run NAME -- CMD [ARGS...]");
+  }
+  validate_take(options.take);
+  validate_history_policy(options.history);
+  if (options.metrics_file) validate_metrics_path(*options.metrics_file);
+  const RunPolicy policy{
+      make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline),
+      options.on_lost, options.timeout, options.kill_after};
+
+  // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
+  // the heartbeat thread and the command start with them blocked/restored as they should.
+  const SignalBlock signals;
+  RunRecorder recorder(global, options, names, log);
+  try {
+    return run_checked(global, options, names, policy, signals, recorder, log);
+  } catch (const Error& e) {
+    // MongoDB unavailable, an internal error: nothing can be stored, but the metrics file counts it.
+    if (!recorder.finished()) recorder.finish(nullptr, Outcome::error, e.exit_code());
+    throw;
+  }
 }
 
 int status_command(const GlobalOptions& global, const StatusOptions& options, Log& log) {
@@ -362,8 +512,10 @@ int status_command(const GlobalOptions& global, const StatusOptions& options, Lo
   const auto locks = views(locker, locker.holders(options.name));
   const auto now = store.clock().now();
   const auto waiters = live_waiters(store.tickets({options.name}), now);
-  fmt::print("{}",
-             options.json ? status_json(options.name, locks, waiters) : status_text(options.name, locks, waiters, now));
+  const auto runs = store.runs(options.name, std::nullopt, 1);
+  const auto last_run = runs.empty() ? std::nullopt : std::optional<RunRecord>(runs.front());
+  fmt::print("{}", options.json ? status_json(options.name, locks, waiters, last_run)
+                                : status_text(options.name, locks, waiters, now, last_run));
   const bool held = std::any_of(locks.begin(), locks.end(), is_live);
   return held ? k_exit_ok : k_exit_not_held;
 }
@@ -386,7 +538,13 @@ int list_command(const GlobalOptions& global, const ListOptions& options, Log& l
   std::stable_sort(tickets.begin(), tickets.end(),
                    [](const TicketRecord& a, const TicketRecord& b) { return a.name < b.name; });
   const auto waiters = live_waiters(tickets, now);
-  fmt::print("{}", options.json ? list_json(locks, waiters) : list_text(locks, waiters, now));
+  LastRuns last_runs;
+  for (const auto& view : locks) {
+    if (last_runs.contains(view.lock.name)) continue;
+    auto runs = store.runs(view.lock.name, std::nullopt, 1);
+    if (!runs.empty()) last_runs.emplace(view.lock.name, std::move(runs.front()));
+  }
+  fmt::print("{}", options.json ? list_json(locks, waiters, last_runs) : list_text(locks, waiters, now, last_runs));
   return k_exit_ok;
 }
 
@@ -449,7 +607,20 @@ int doctor_command(const GlobalOptions& global, Log& log) {
   return k_exit_ok;
 }
 
-int init_command(const GlobalOptions& global, Log& log) {
+int history_command(const GlobalOptions& global, const HistoryOptions& options, Log& log) {
+  if (options.name) validate_lock_name(*options.name);
+  if (options.limit < 1 || options.limit > k_max_history_keep) {
+    throw usage_error(fmt::format("--limit {} is out of range; give 1 to {}", options.limit, k_max_history_keep));
+  }
+  MongoStore store(global.store, log);
+  const auto now = store.clock().now();
+  const auto since = options.since ? std::optional<ServerTime>(now - *options.since) : std::nullopt;
+  const auto runs = store.runs(options.name, since, options.limit);
+  fmt::print("{}", options.json ? history_json(runs) : history_text(runs, options.name, now));
+  return k_exit_ok;
+}
+
+int init_command(const GlobalOptions& global, const InitOptions& options, Log& log) {
   MongoStore store(global.store, log);
   store.ensure_indexes();
   fmt::print("unique index program_1 on {}.{}: ok\n", global.store.database, global.store.collection);
@@ -461,6 +632,15 @@ int init_command(const GlobalOptions& global, Log& log) {
     fmt::print("TTL index expires_at_ttl: not supported by this server ({}); expired locks are purged by the next "
                "acquire of their name, which is all the protocol needs\n",
                ttl_error);
+  }
+  const auto runs_ttl_error = store.create_runs_ttl_index(options.history_max_age);
+  if (runs_ttl_error.empty()) {
+    fmt::print("TTL index ended_at_ttl on the run history: ok (deletes runs {} after they ended)\n",
+               format_duration(options.history_max_age));
+  } else {
+    fmt::print("TTL index ended_at_ttl on the run history: not created ({}); runs are purged by the runs that "
+               "write them (--history-keep, --history-max-age)\n",
+               runs_ttl_error);
   }
   return k_exit_ok;
 }

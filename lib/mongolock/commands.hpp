@@ -4,6 +4,7 @@
 #pragma once
 
 #include <mongolock/exit_codes.hpp>
+#include <mongolock/history.hpp>
 #include <mongolock/lease.hpp>
 #include <mongolock/log.hpp>
 #include <mongolock/mongo_store.hpp>
@@ -63,6 +64,8 @@ struct RunOptions {
   std::optional<Millis> timeout;        // --timeout
   Millis kill_after{5000};              // --kill-after
   TakeOptions take;
+  HistoryPolicy history;                   // --no-history, --history-keep, --history-max-age
+  std::optional<std::string> metrics_file; // --metrics-file: Prometheus textfile updated after the run
 };
 
 struct StatusOptions {
@@ -73,6 +76,17 @@ struct StatusOptions {
 struct ListOptions {
   bool json = false;
   bool names = false; // --names: only the names of the held locks, one per line, each once (for completion)
+};
+
+struct HistoryOptions {
+  std::optional<std::string> name; // only this lock name's runs; every name when unset
+  std::int64_t limit = 20;         // --limit N: at most this many runs, newest first (1..k_max_history_keep)
+  std::optional<Millis> since;     // --since DUR: only runs that ended within DUR before now
+  bool json = false;
+};
+
+struct InitOptions {
+  Millis history_max_age = HistoryPolicy{}.max_age; // --history-max-age: the runs' TTL index (where supported)
 };
 
 struct BreakOptions {
@@ -92,7 +106,10 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log);
 
 // mongolock run: holds the locks while the command runs. The command's exit code; conflict_exit_code when
-// held; 76 when the lease was lost; 124 after --timeout; 126/127 when the command cannot start.
+// held; 76 when the lease was lost; 124 after --timeout; 126/127 when the command cannot start. Records
+// the run in the history (history.hpp, unless disabled) and in the metrics file (when given); neither changes
+// the exit code (a failure is a warning). A usage error (64) records nothing; an Error thrown after the
+// options were checked is counted in the metrics file as outcome "error" and thrown on.
 int run_command(const GlobalOptions& global, const RunOptions& options, Log& log);
 
 // mongolock status: prints the lock's holder(s) and times. 0 when held, 1 when free (or expired).
@@ -109,8 +126,13 @@ int break_command(const GlobalOptions& global, const BreakOptions& options, Log&
 // 69 with the reason otherwise.
 int doctor_command(const GlobalOptions& global, Log& log);
 
-// mongolock init: creates the unique index and, where the server supports it, a TTL index on expires_at
-// (garbage collection only). 0, or 69 when the unique index cannot be created.
-int init_command(const GlobalOptions& global, Log& log);
+// mongolock history: the runs recorded, newest first, as a table with a summary line or as JSON
+// (mongolock(1), JSON OUTPUT). 0, also when there are none ("no runs recorded ...").
+int history_command(const GlobalOptions& global, const HistoryOptions& options, Log& log);
+
+// mongolock init: creates the unique index and, where the server supports it, TTL indexes on the locks'
+// expires_at (garbage collection only) and on the runs' ended_at (options.history_max_age). 0, or 69 when
+// the unique index cannot be created.
+int init_command(const GlobalOptions& global, const InitOptions& options, Log& log);
 
 } // namespace mongolock

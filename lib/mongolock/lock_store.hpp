@@ -58,6 +58,30 @@ struct TicketRecord {
   ServerTime expires_at{}; // [expires_at] server clock, UTC: the ticket's lease; skipped (dead) after this
 };
 
+// One ended `mongolock run` of one lock name: a document in "<collection>_runs", the run history
+// (history.hpp). A run of several names has one record per name, written in one command. Field names in
+// MongoDB are in brackets.
+struct RunRecord {
+  std::string id;                       // [_id] ObjectId as 24 hex digits
+  std::string name;                     // [name] the lock name (index "name_1_ended_at_1")
+  std::string process;                  // [process] the run, "<host>:<pid>" of mongolock
+  std::string host;                     // [host] the run's host name
+  std::string user;                     // [user] the run's user name
+  std::vector<std::string> command;     // [command] argv: redacted and bounded (recorded_command())
+  std::optional<ServerTime> started_at; // [started_at] server clock, UTC: when the command started; unset when
+                                        // it never started (skipped, not-executable, interrupted)
+  ServerTime ended_at{};                // [ended_at] server clock, UTC: when the whole job had ended, or when
+                                        // the run gave up
+  std::optional<Millis> duration;       // [duration_ms] ended_at - started_at, milliseconds; unset with started_at
+  Millis waited{0};                     // [waited_ms] time spent waiting for the lock (--wait), milliseconds
+  std::string outcome;                  // [outcome] ok, failed, timeout, lease-lost, not-executable, skipped
+                                        // (history.hpp: outcome_name()); as stored, maybe another client's text
+  int exit_code = 0;                    // [exit_code] mongolock's exit status for this run
+  std::string signal;                   // [signal] the signal that ended the command, e.g. "TERM"; "" when none
+  std::string held_by;                  // [held_by] skipped: the holder that kept the lock, "<host>:<pid>"
+  std::optional<std::int64_t> fence;    // [fence] the fencing token the run held, with --fence
+};
+
 // A follower of the wake-up events of "<collection>_events" (a tailable awaitData cursor on a capped
 // collection). Destruction closes the cursor.
 class EventFeed {
@@ -192,6 +216,26 @@ public:
   // when the cursor is made) (FerretDB v1 keeps such a cursor open only when its first
   // batch is neither empty nor the whole result). Throws Error (69) when the server cannot do that.
   [[nodiscard]] virtual std::unique_ptr<EventFeed> follow_events(Millis await) = 0;
+
+  // --- run history (history.hpp), in its own collection "<collection>_runs" ---------------------------
+
+  // Inserts `runs` (1 or more) in one insert command, assigning each id. Needs no index.
+  virtual void insert_runs(std::vector<RunRecord>& records) = 0;
+
+  // The runs of `name` (of every name when nullopt) that ended at or after `since` (when given), newest
+  // first (by ended_at, then _id), at most `limit` (>= 1). Empty when the collection does not exist.
+  [[nodiscard]] virtual std::vector<RunRecord> runs(std::optional<std::string_view> name,
+                                                    std::optional<ServerTime> since, std::int64_t limit) = 0;
+
+  // Deletes every run (of any name) that ended before `ended_before`, then the runs of `name` beyond its
+  // `keep` newest (keep >= 1). The first call creates the index on (name, ended_at) (createIndexes). Returns the
+  // number deleted. Several writers may purge at once: each delete only removes what is out of bounds.
+  [[nodiscard]] virtual std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) = 0;
+
+  // Creates a TTL index on the runs' ended_at that deletes them `expire_after` after they ended. Returns ""
+  // when created (or present with these options), else the server's reason (FerretDB v1: not implemented;
+  // MongoDB: an index with another expiry exists).
+  [[nodiscard]] virtual std::string create_runs_ttl_index(Millis expire_after) = 0;
 };
 
 } // namespace mongolock

@@ -304,6 +304,7 @@ struct MongoStore::Impl {
   CollectionPtr fences; // "<collection>_fences", opened on first use
   CollectionPtr queue;  // "<collection>_queue", opened on first use (queue of waiters)
   CollectionPtr events; // "<database>_events.<collection>_events", opened on first use (wake-ups of waiters)
+  CollectionPtr runs;   // "<collection>_runs", opened on first use (run history)
   Bson write_opts;      // {writeConcern: {w: "majority", j: true, wtimeout}}
   std::optional<ServerClock> clock;
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
@@ -317,6 +318,7 @@ struct MongoStore::Impl {
     fences.reset();
     queue.reset();
     events.reset();
+    runs.reset();
     // endSessions only to a server that answered the last call: after a failure it could block the exit
     // for a whole socket timeout (a server that accepts connections and never answers).
     if (failed && client) mongoc_client_reset(client.get());
@@ -369,6 +371,11 @@ struct MongoStore::Impl {
   mongoc_collection_t* queue_collection(bool ensure_index = false);
   bool queue_indexed = false;
 
+  // The runs collection, opened on first use; with `ensure_index`, its index on (name, ended_at) is created
+  // first (once per client).
+  mongoc_collection_t* runs_collection(bool ensure_index = false);
+  bool runs_indexed = false;
+
   // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
   // the handshake on first use, then the driver's periodic server checks (heartbeatFrequencyMS).
   void refresh_clock();
@@ -409,7 +416,9 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   fences.reset();
   queue.reset();
   events.reset();
+  runs.reset();
   queue_indexed = false;
+  runs_indexed = false;
   collection.reset();
   failed = false;
   if (client) {
@@ -917,6 +926,224 @@ std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& na
   bson_error_t error;
   if (mongoc_cursor_error(cursor.get(), &error)) impl.fail("read of the queue of waiters", error);
   return out;
+}
+
+// --- the run history --------------------------------------------------------------------------------
+
+namespace {
+
+void to_bson(const RunRecord& run, bson_t* doc) {
+  append_id(doc, run.id);
+  append_string(doc, "name", run.name);
+  append_string(doc, "process", run.process);
+  append_string(doc, "host", run.host);
+  append_string(doc, "user", run.user);
+  bson_t command;
+  BSON_APPEND_ARRAY_BEGIN(doc, "command", &command);
+  for (std::size_t i = 0; i < run.command.size(); ++i)
+    append_string(&command, std::to_string(i).c_str(), run.command[i]);
+  bson_append_array_end(doc, &command);
+  if (run.started_at) BSON_APPEND_DATE_TIME(doc, "started_at", to_bson_date(*run.started_at));
+  BSON_APPEND_DATE_TIME(doc, "ended_at", to_bson_date(run.ended_at));
+  if (run.duration) BSON_APPEND_INT64(doc, "duration_ms", run.duration->count());
+  BSON_APPEND_INT64(doc, "waited_ms", run.waited.count());
+  append_string(doc, "outcome", run.outcome);
+  BSON_APPEND_INT32(doc, "exit_code", run.exit_code);
+  if (!run.signal.empty()) append_string(doc, "signal", run.signal);
+  if (!run.held_by.empty()) append_string(doc, "held_by", run.held_by);
+  if (run.fence) BSON_APPEND_INT64(doc, "fence", *run.fence);
+}
+
+// Reads a run document; fields of unexpected types are left at their defaults (another client may have
+// written it).
+RunRecord run_from_bson(const bson_t* doc) {
+  RunRecord run;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, doc)) return run;
+  while (bson_iter_next(&it)) {
+    const std::string_view key = bson_iter_key(&it);
+    if (key == "_id") {
+      run.id = iter_id(it);
+    } else if (key == "name") {
+      run.name = iter_string(it);
+    } else if (key == "process") {
+      run.process = iter_string(it);
+    } else if (key == "host") {
+      run.host = iter_string(it);
+    } else if (key == "user") {
+      run.user = iter_string(it);
+    } else if (key == "command" && BSON_ITER_HOLDS_ARRAY(&it)) {
+      bson_iter_t arg;
+      if (bson_iter_recurse(&it, &arg)) {
+        while (bson_iter_next(&arg))
+          run.command.push_back(iter_string(arg));
+      }
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "started_at") {
+      run.started_at = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "ended_at") {
+      run.ended_at = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "duration_ms") {
+      run.duration = Millis(bson_iter_as_int64(&it));
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "waited_ms") {
+      run.waited = Millis(bson_iter_as_int64(&it));
+    } else if (key == "outcome") {
+      run.outcome = iter_string(it);
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "exit_code") {
+      run.exit_code = static_cast<int>(std::clamp<std::int64_t>(bson_iter_as_int64(&it), -1, 255));
+    } else if (key == "signal") {
+      run.signal = iter_string(it);
+    } else if (key == "held_by") {
+      run.held_by = iter_string(it);
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "fence") {
+      run.fence = bson_iter_as_int64(&it);
+    }
+  }
+  return run;
+}
+
+// {sort: {ended_at: -1, _id: -1}}: newest first, ties in a fixed order.
+void append_newest_first(bson_t* opts) {
+  bson_t sort;
+  BSON_APPEND_DOCUMENT_BEGIN(opts, "sort", &sort);
+  BSON_APPEND_INT32(&sort, "ended_at", -1);
+  BSON_APPEND_INT32(&sort, "_id", -1);
+  bson_append_document_end(opts, &sort);
+}
+
+} // namespace
+
+mongoc_collection_t* MongoStore::Impl::runs_collection(bool ensure_index) {
+  if (!runs) {
+    const auto runs_name = config.collection + "_runs";
+    runs.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), runs_name.c_str()));
+  }
+  if (ensure_index && !runs_indexed) {
+    create_index(runs.get(), "name_1_ended_at_1", {"name", "ended_at"}, false, std::nullopt);
+    runs_indexed = true;
+  }
+  return runs.get();
+}
+
+void MongoStore::insert_runs(std::vector<RunRecord>& records) {
+  auto& impl = *m_impl;
+  impl.connect();
+  if (records.empty()) return;
+  auto* runs = impl.runs_collection();
+  // {insert: "<collection>_runs", documents: [...]}: one command for every record.
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "insert", mongoc_collection_get_name(runs));
+  bson_t documents;
+  BSON_APPEND_ARRAY_BEGIN(command.get(), "documents", &documents);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (records[i].id.empty()) records[i].id = new_object_id();
+    bson_t doc;
+    bson_append_document_begin(&documents, std::to_string(i).c_str(), -1, &doc);
+    to_bson(records[i], &doc);
+    bson_append_document_end(&documents, &doc);
+  }
+  bson_append_array_end(command.get(), &documents);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_write_command_with_opts(runs, command.get(), impl.write_opts.get(), reply.get(), &error)) {
+    impl.fail(fmt::format("insert of the run history of '{}'", records.front().name), error);
+  }
+  // A write error (e.g. a document the server refuses) is in the reply, not in `error`.
+  bson_iter_t it;
+  if (bson_iter_init_find(&it, reply.get(), "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it)) {
+    bson_iter_t message;
+    std::string text = "the server refused the document";
+    if (bson_iter_init(&it, reply.get()) && bson_iter_find_descendant(&it, "writeErrors.0.errmsg", &message)) {
+      text = iter_string(message);
+    }
+    bson_set_error(&error, MONGOC_ERROR_SERVER, MONGOC_ERROR_COLLECTION_INSERT_FAILED, "%s", text.c_str());
+    impl.fail(fmt::format("insert of the run history of '{}'", records.front().name), error);
+  }
+}
+
+std::vector<RunRecord> MongoStore::runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
+                                        std::int64_t limit) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  if (name) append_string(filter.get(), "name", *name);
+  if (since) append_date_condition(filter.get(), "ended_at", "$gte", *since);
+  Bson opts;
+  append_newest_first(opts.get());
+  BSON_APPEND_INT64(opts.get(), "limit", std::max<std::int64_t>(limit, 1));
+  CursorPtr cursor(mongoc_collection_find_with_opts(impl.runs_collection(), filter.get(), opts.get(), nullptr));
+  std::vector<RunRecord> out;
+  const bson_t* doc = nullptr;
+  while (mongoc_cursor_next(cursor.get(), &doc))
+    out.push_back(run_from_bson(doc));
+  bson_error_t error;
+  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail("read of the run history", error);
+  return out;
+}
+
+std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* runs = impl.runs_collection(/*ensure_index=*/true);
+  std::int64_t deleted = 0;
+  bson_error_t error;
+  {
+    Bson selector;
+    append_date_condition(selector.get(), "ended_at", "$lt", ended_before);
+    Reply reply;
+    if (!mongoc_collection_delete_many(runs, selector.get(), impl.write_opts.get(), reply.get(), &error)) {
+      impl.fail("purge of old runs", error);
+    }
+    deleted += reply.integer("deletedCount");
+  }
+  // The newest run beyond the `keep` newest of `name`: it and everything older goes.
+  Bson filter;
+  append_string(filter.get(), "name", name);
+  Bson opts;
+  append_newest_first(opts.get());
+  BSON_APPEND_INT64(opts.get(), "skip", std::max<std::int64_t>(keep, 1));
+  BSON_APPEND_INT64(opts.get(), "limit", 1);
+  CursorPtr cursor(mongoc_collection_find_with_opts(runs, filter.get(), opts.get(), nullptr));
+  const bson_t* doc = nullptr;
+  std::optional<RunRecord> first_out;
+  if (mongoc_cursor_next(cursor.get(), &doc)) first_out = run_from_bson(doc);
+  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail(fmt::format("read of the runs of '{}'", name), error);
+  if (!first_out) return deleted;
+  // {name, $or: [{ended_at: {$lt: T}}, {ended_at: T, _id: {$lte: ID}}]}: the same order as the sort.
+  Bson selector;
+  append_string(selector.get(), "name", name);
+  bson_t any, older, tie;
+  BSON_APPEND_ARRAY_BEGIN(selector.get(), "$or", &any);
+  BSON_APPEND_DOCUMENT_BEGIN(&any, "0", &older);
+  append_date_condition(&older, "ended_at", "$lt", first_out->ended_at);
+  bson_append_document_end(&any, &older);
+  BSON_APPEND_DOCUMENT_BEGIN(&any, "1", &tie);
+  BSON_APPEND_DATE_TIME(&tie, "ended_at", to_bson_date(first_out->ended_at));
+  bson_t id_range;
+  BSON_APPEND_DOCUMENT_BEGIN(&tie, "_id", &id_range);
+  bson_oid_t oid;
+  if (parse_oid(first_out->id, oid)) {
+    BSON_APPEND_OID(&id_range, "$lte", &oid);
+  } else {
+    append_string(&id_range, "$lte", first_out->id);
+  }
+  bson_append_document_end(&tie, &id_range);
+  bson_append_document_end(&any, &tie);
+  bson_append_array_end(selector.get(), &any);
+  Reply reply;
+  if (!mongoc_collection_delete_many(runs, selector.get(), impl.write_opts.get(), reply.get(), &error)) {
+    impl.fail(fmt::format("purge of the runs of '{}'", name), error);
+  }
+  return deleted + reply.integer("deletedCount");
+}
+
+std::string MongoStore::create_runs_ttl_index(Millis expire_after) {
+  auto& impl = *m_impl;
+  impl.connect();
+  bson_error_t error;
+  if (impl.try_create_index(impl.runs_collection(), "ended_at_ttl", {"ended_at"}, false, expire_after, error)) {
+    return {};
+  }
+  return scrub_secrets(fmt::format("{} (error {})", error.message, error.code), impl.config.uri);
 }
 
 // --- push wake-ups ----------------------------------------------------------------------------------

@@ -64,6 +64,11 @@ public:
   [[nodiscard]] std::int64_t mark_waiters(const LockSelector& which) override;
   void append_event(std::string_view name) override;
   [[nodiscard]] std::unique_ptr<EventFeed> follow_events(Millis await) override;
+  void insert_runs(std::vector<RunRecord>& records) override;
+  [[nodiscard]] std::vector<RunRecord> runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
+                                            std::int64_t limit) override;
+  [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
+  [[nodiscard]] std::string create_runs_ttl_index(Millis expire_after) override;
 
 private:
   struct Impl;

@@ -461,18 +461,18 @@ std::optional<LocalTime> Child::job_ended() {
 }
 
 Child::WaitResult Child::try_wait() {
-  if (m_reaped) return {WaitResult::exited, 0};
+  if (m_reaped) return {WaitResult::exited, 0, 0};
   int status = 0;
   pid_t r;
   do {
     r = waitpid(m_pid, &status, WNOHANG | WUNTRACED);
   } while (r < 0 && errno == EINTR);
-  if (r <= 0) return {WaitResult::running, 0};
-  if (WIFSTOPPED(status)) return {WaitResult::stopped, 0};
+  if (r <= 0) return {WaitResult::running, 0, 0};
+  if (WIFSTOPPED(status)) return {WaitResult::stopped, 0, 0};
   m_reaped = true;
   take_back_terminal();
-  if (WIFSIGNALED(status)) return {WaitResult::exited, exit_code_for_signal(WTERMSIG(status))};
-  return {WaitResult::exited, WEXITSTATUS(status)};
+  if (WIFSIGNALED(status)) return {WaitResult::exited, exit_code_for_signal(WTERMSIG(status)), WTERMSIG(status)};
+  return {WaitResult::exited, WEXITSTATUS(status), 0};
 }
 
 void Child::suspend() {

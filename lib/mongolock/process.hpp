@@ -104,6 +104,7 @@ public:
   struct WaitResult {
     enum State { running, stopped, exited } state = running;
     int exit_code = 0; // exited: the command's status, or 128+N when it was killed by signal N
+    int signal = 0;    // exited: N when the command was killed by signal N (the guardian dies of it too), else 0
   };
   // Reaps the job if it has ended; reports a stop (the guardian stops when the command does).
   [[nodiscard]] WaitResult try_wait();

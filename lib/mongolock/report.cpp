@@ -2,6 +2,7 @@
 #include <mongolock/report.hpp>
 #include <mongolock/text.hpp>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -63,6 +64,42 @@ Json waiters_json(const std::vector<QueuedWaiter>& waiters, const std::string& n
 
 std::string alive_text(const std::optional<bool>& alive) { return alive ? (*alive ? "yes" : "no (dead)") : "-"; }
 
+Json to_json(const RunRecord& run) {
+  Json j;
+  j["name"] = run.name;
+  j["process"] = run.process;
+  j["host"] = run.host;
+  j["user"] = run.user;
+  j["command"] = run.command;
+  j["started_at"] = run.started_at ? Json(format_time(*run.started_at)) : Json(nullptr);
+  j["ended_at"] = format_time(run.ended_at);
+  j["duration_ms"] = run.duration ? Json(run.duration->count()) : Json(nullptr);
+  j["waited_ms"] = run.waited.count();
+  j["outcome"] = run.outcome;
+  j["exit_code"] = run.exit_code;
+  j["signal"] = run.signal.empty() ? Json(nullptr) : Json(run.signal);
+  j["held_by"] = run.held_by.empty() ? Json(nullptr) : Json(run.held_by);
+  j["fence"] = run.fence ? Json(*run.fence) : Json(nullptr);
+  return j;
+}
+
+Json last_run_json(const std::optional<RunRecord>& run) { return run ? to_json(*run) : Json(nullptr); }
+
+// "2026-11-23 04:00:01": a table's time column (UTC, to the second).
+std::string table_time(ServerTime t) {
+  return fmt::format("{:%Y-%m-%d %H:%M:%S}", std::chrono::floor<std::chrono::seconds>(t));
+}
+
+// "held by web-1:4242, SIGTERM, waited 3s": what else a history line says.
+std::string run_note(const RunRecord& run) {
+  std::string note;
+  const auto add = [&note](const std::string& part) { note += (note.empty() ? "" : ", ") + part; };
+  if (!run.held_by.empty()) add("held by " + printable(run.held_by));
+  if (!run.signal.empty()) add("SIG" + printable(run.signal));
+  if (run.waited >= Millis(1000)) add("waited " + format_duration(run.waited));
+  return note;
+}
+
 } // namespace
 
 std::string lock_state(const LockView& view) {
@@ -83,7 +120,8 @@ std::optional<bool> holder_alive_here(const std::string& holder) {
 }
 
 std::string status_text(const std::string& name, const std::vector<LockView>& locks,
-                        const std::vector<QueuedWaiter>& waiters, ServerTime now) {
+                        const std::vector<QueuedWaiter>& waiters, ServerTime now,
+                        const std::optional<RunRecord>& last_run) {
   std::string out;
   if (locks.empty()) out = fmt::format("name: {}\nstate: free\n", name);
   for (const auto& view : locks) {
@@ -113,11 +151,17 @@ std::string status_text(const std::string& name, const std::vector<LockView>& lo
                          format_time(waiter.ticket.since), relative(waiter.ticket.since, now));
     }
   }
+  if (last_run) {
+    const auto& run = *last_run;
+    out += fmt::format("\nlast run: {} on {}, ended {} ({}){}, exit {}\n", printable(run.outcome),
+                       printable(run.process), format_time(run.ended_at), relative(run.ended_at, now),
+                       run.duration ? ", took " + format_duration(*run.duration) : std::string(), run.exit_code);
+  }
   return out;
 }
 
 std::string status_json(const std::string& name, const std::vector<LockView>& locks,
-                        const std::vector<QueuedWaiter>& waiters) {
+                        const std::vector<QueuedWaiter>& waiters, const std::optional<RunRecord>& last_run) {
   Json j;
   j["name"] = name;
   bool held = false;
@@ -128,13 +172,15 @@ std::string status_json(const std::string& name, const std::vector<LockView>& lo
   for (const auto& view : locks)
     j["locks"].push_back(to_json(view));
   j["waiters"] = waiters_json(waiters, name);
+  j["last_run"] = last_run_json(last_run);
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-static std::string locks_table(const std::vector<LockView>& locks);
+static std::string locks_table(const std::vector<LockView>& locks, const LastRuns& last_runs);
 
-std::string list_text(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters, ServerTime now) {
-  std::string out = locks.empty() ? "no locks held\n" : locks_table(locks);
+std::string list_text(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters, ServerTime now,
+                      const LastRuns& last_runs) {
+  std::string out = locks.empty() ? "no locks held\n" : locks_table(locks, last_runs);
   if (waiters.empty()) return out;
   std::size_t name_width = 11, waiter_width = 6;
   for (const auto& waiter : waiters) {
@@ -151,30 +197,86 @@ std::string list_text(const std::vector<LockView>& locks, const std::vector<Queu
   return out;
 }
 
-static std::string locks_table(const std::vector<LockView>& locks) {
+static std::string locks_table(const std::vector<LockView>& locks, const LastRuns& last_runs) {
   std::size_t name_width = 4, holder_width = 6;
   for (const auto& view : locks) {
     name_width = std::max(name_width, printable(view.lock.program).size());
     holder_width = std::max(holder_width, printable(view.lock.process).size());
   }
-  std::string out = fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {}\n", "NAME", name_width, "HOLDER", holder_width,
-                                "ACQUIRED", "EXPIRES", "ALIVE");
+  std::string out = fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {:<9}  {}\n", "NAME", name_width, "HOLDER",
+                                holder_width, "ACQUIRED", "EXPIRES", "ALIVE", "LAST RUN");
   for (const auto& view : locks) {
     const auto& lock = view.lock;
-    out += fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {}\n", printable(lock.program), name_width,
+    const auto last = last_runs.find(lock.name);
+    const auto last_text = last == last_runs.end() ? std::string("-")
+                                                   : fmt::format("{} {}", printable(last->second.outcome),
+                                                                 relative(last->second.ended_at, view.now));
+    out += fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {:<9}  {}\n", printable(lock.program), name_width,
                        printable(lock.process), holder_width, format_time(lock.acquired_at),
-                       relative(lock.expires_at, view.now), alive_text(view.holder_alive));
+                       relative(lock.expires_at, view.now), alive_text(view.holder_alive), last_text);
   }
   return out;
 }
 
-std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters) {
+std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters,
+                      const LastRuns& last_runs) {
   Json j = Json::array();
   for (const auto& view : locks) {
     auto lock = to_json(view);
     lock["waiters"] = waiters_json(waiters, view.lock.name);
+    const auto last = last_runs.find(view.lock.name);
+    lock["last_run"] = last == last_runs.end() ? Json(nullptr) : to_json(last->second);
     j.push_back(std::move(lock));
   }
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+std::string history_text(const std::vector<RunRecord>& runs, const std::optional<std::string>& name, ServerTime now) {
+  if (runs.empty()) {
+    return name ? fmt::format("no runs recorded for '{}'\n", printable(*name)) : std::string("no runs recorded\n");
+  }
+  std::size_t name_width = 4, process_width = 8, outcome_width = 7;
+  for (const auto& run : runs) {
+    name_width = std::max(name_width, printable(run.name).size());
+    process_width = std::max(process_width, printable(run.process).size());
+    outcome_width = std::max(outcome_width, printable(run.outcome).size());
+  }
+  std::string out =
+      fmt::format("{:<19}  {:<{}}  {:<{}}  {:<8}  {:<{}}  {:<4}  {}\n", "STARTED (UTC)", "NAME", name_width, "HOST:PID",
+                  process_width, "DURATION", "OUTCOME", outcome_width, "EXIT", "NOTE");
+  for (const auto& run : runs) {
+    const auto line = fmt::format("{:<19}  {:<{}}  {:<{}}  {:<8}  {:<{}}  {:<4}  {}",
+                                  table_time(run.started_at.value_or(run.ended_at)), printable(run.name), name_width,
+                                  printable(run.process), process_width,
+                                  run.duration ? format_duration(*run.duration) : std::string("-"),
+                                  printable(run.outcome), outcome_width, run.exit_code, run_note(run));
+    out += line.substr(0, line.find_last_not_of(' ') + 1) + "\n";
+  }
+  const auto summary = summarize(runs);
+  out += fmt::format("{} run{}: {} ok, {} failed, {} skipped", summary.runs, summary.runs == 1 ? "" : "s", summary.ok,
+                     summary.failures, summary.skipped);
+  if (summary.median_duration) {
+    out += fmt::format("; duration median {}, max {}", format_duration(*summary.median_duration),
+                       format_duration(*summary.max_duration));
+  }
+  out += fmt::format("; newest ended {}\n", relative(runs.front().ended_at, now));
+  return out;
+}
+
+std::string history_json(const std::vector<RunRecord>& runs) {
+  Json j;
+  j["runs"] = Json::array();
+  for (const auto& run : runs)
+    j["runs"].push_back(to_json(run));
+  const auto summary = summarize(runs);
+  Json sum;
+  sum["runs"] = summary.runs;
+  sum["ok"] = summary.ok;
+  sum["failures"] = summary.failures;
+  sum["skipped"] = summary.skipped;
+  sum["median_duration_ms"] = summary.median_duration ? Json(summary.median_duration->count()) : Json(nullptr);
+  sum["max_duration_ms"] = summary.max_duration ? Json(summary.max_duration->count()) : Json(nullptr);
+  j["summary"] = sum;
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

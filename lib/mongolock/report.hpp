@@ -2,9 +2,11 @@
 // documented in mongolock(1) (JSON OUTPUT).
 #pragma once
 
+#include <mongolock/history.hpp>
 #include <mongolock/lock_store.hpp>
 #include <mongolock/queue.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,19 +34,40 @@ struct LockView {
 // when `waiters` (live tickets of NAME, in line order, as of `now`) is not empty, "waiters: N" and one line
 // per waiter: "  1. host:pid, waiting since TIME (for DUR)". Every stored string is escaped with printable():
 // the server's documents may carry control bytes or invalid UTF-8 that another client wrote.
+// Then, when `last_run` is given, "last run: OUTCOME on HOST:PID, ended TIME (AGO), took DUR, exit N".
 [[nodiscard]] std::string status_text(const std::string& name, const std::vector<LockView>& locks,
-                                      const std::vector<QueuedWaiter>& waiters = {}, ServerTime now = {});
+                                      const std::vector<QueuedWaiter>& waiters = {}, ServerTime now = {},
+                                      const std::optional<RunRecord>& last_run = std::nullopt);
 // `status NAME --json`: {"name", "state": "held"|"free", "locks": [lock objects], "waiters": [waiter
-// objects]}, a waiter object being {"position", "waiter" (host:pid), "waiting_since", "ticket_expires_at"}.
+// objects], "last_run": run object or null}, a waiter object being {"position", "waiter" (host:pid),
+// "waiting_since", "ticket_expires_at"}, a run object as history_json() writes it.
 [[nodiscard]] std::string status_json(const std::string& name, const std::vector<LockView>& locks,
-                                      const std::vector<QueuedWaiter>& waiters = {});
+                                      const std::vector<QueuedWaiter>& waiters = {},
+                                      const std::optional<RunRecord>& last_run = std::nullopt);
 
-// `list`: a table NAME HOLDER ACQUIRED EXPIRES ALIVE, or "no locks held"; then, when there are waiters, a
-// second table WAITING FOR, POS, WAITER, SINCE in line order. Escaped as status_text() is.
+// The last run of each lock name (history.hpp), for `list`.
+using LastRuns = std::map<std::string, RunRecord>;
+
+// `list`: a table NAME HOLDER ACQUIRED EXPIRES ALIVE LAST RUN ("ok 3h ago", "-" when none is recorded), or
+// "no locks held"; then, when there are waiters, a second table WAITING FOR, POS, WAITER, SINCE in line
+// order. Escaped as status_text() is.
 [[nodiscard]] std::string list_text(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {},
-                                    ServerTime now = {});
-// `list --json`: a JSON array of lock objects; each has "waiters": the waiter objects of its name. In both
-// JSON outputs, invalid UTF-8 stored on the server becomes U+FFFD (JSON strings are Unicode).
-[[nodiscard]] std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {});
+                                    ServerTime now = {}, const LastRuns& last_runs = {});
+// `list --json`: a JSON array of lock objects; each has "waiters": the waiter objects of its name, and
+// "last_run": its name's last run object or null. In every JSON output, invalid UTF-8 stored on the server
+// becomes U+FFFD (JSON strings are Unicode).
+[[nodiscard]] std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {},
+                                    const LastRuns& last_runs = {});
+
+// `history`: newest first, one line a run under the header STARTED (UTC), NAME, HOST:PID, DURATION,
+// OUTCOME, EXIT, NOTE (held by whom, the signal, the wait); then the summary line "N runs: N ok, N failed,
+// N skipped; duration median DUR, max DUR". "no runs recorded" (for `name`, when given) when empty.
+[[nodiscard]] std::string history_text(const std::vector<RunRecord>& runs, const std::optional<std::string>& name,
+                                       ServerTime now);
+// `history --json`: {"runs": [run objects], "summary": {"runs", "ok", "failures", "skipped",
+// "median_duration_ms", "max_duration_ms"}}; a run object: {"name", "process", "host", "user", "command"
+// (array), "started_at", "ended_at", "duration_ms", "waited_ms", "outcome", "exit_code", "signal",
+// "held_by", "fence"} (absent values null).
+[[nodiscard]] std::string history_json(const std::vector<RunRecord>& runs);
 
 } // namespace mongolock

@@ -312,6 +312,7 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
     const auto state = child.try_wait();
     if (state.state == Child::WaitResult::exited) {
       outcome.command_status = state.exit_code;
+      outcome.command_signal = state.signal;
       break;
     }
     if (state.state == Child::WaitResult::stopped) {

@@ -24,6 +24,7 @@ struct RunPolicy {
 // How a supervised run ended.
 struct RunOutcome {
   int command_status = 0;  // the command's exit code (128+N when killed by signal N)
+  int command_signal = 0;  // N when the command was killed by signal N, else 0
   bool lease_lost = false; // the lease was lost while the command ran
   bool ran_out = false;    // ...because no renewal succeeded in time (not because the lock was gone)
   bool stalled = false;    // ...because mongolock itself was stopped or starved of CPU past the deadline

@@ -10,17 +10,31 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         "seq process" line each, in seq order; expired ones too
     mongo.py set NAME FIELD VALUE  set a string field of NAME's lock document to VALUE's bytes as given
                         (also invalid UTF-8): what another client could store
-    mongo.py drop       drop the collection, its _queue and _fences collections and the _events
+    mongo.py runs [NAME]  the run history (collection <collection>_runs), of NAME or of every name, as one
+                        JSON array, newest first (dates as epoch milliseconds)
+    mongo.py insert-run KEY=VALUE...  insert a run document: KEY=text (its bytes as given, also invalid
+                        UTF-8), KEY:int=N, KEY:date=EPOCH-MS, KEY:list=A,B (strings): what another client
+                        (or an older run) could have stored
+    mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
+    mongo.py drop       drop the collection, its _queue, _fences and _runs collections and the _events
                         collection in database <db>_events (missing is fine)
 
 Server: $MONGOLOCK_URI (mongodb://host:port[/...], no credentials); database $MONGOLOCK_DB (default
 mongolock), collection $MONGOLOCK_COLLECTION (default locks). Errors exit 2.
 """
+import json
 import os
 import re
 import socket
 import struct
 import sys
+
+
+class Date:
+    """A BSON UTC datetime, epoch milliseconds."""
+
+    def __init__(self, ms):
+        self.ms = ms
 
 
 class RawStr:
@@ -41,6 +55,8 @@ def encode(doc):
             out += b"\x08" + cstring(key) + (b"\x01" if value else b"\x00")
         elif isinstance(value, int):
             out += b"\x12" + cstring(key) + struct.pack("<q", value)
+        elif isinstance(value, Date):
+            out += b"\x09" + cstring(key) + struct.pack("<q", value.ms)
         elif isinstance(value, RawStr):
             out += b"\x02" + cstring(key) + struct.pack("<i", len(value.data) + 1) + value.data + b"\0"
         elif isinstance(value, str):
@@ -170,8 +186,36 @@ def main():
                                                        "u": {"$set": {sys.argv[3]: RawStr(value)}}}], "$db": db})
         if reply.get("ok") != 1.0 or reply.get("n") != 1:
             die(f"update failed: {reply}")
+    elif what == "runs" and len(sys.argv) in (2, 3):
+        filt = {"name": sys.argv[2]} if len(sys.argv) == 3 else {}
+        reply = command({"find": coll + "_runs", "filter": filt, "sort": {"ended_at": -1, "_id": -1},
+                         "batchSize": 100000, "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        print(json.dumps(reply["cursor"]["firstBatch"]))
+    elif what == "insert-run" and len(sys.argv) >= 3:
+        doc = {}
+        for arg in sys.argv[2:]:
+            key, _, value = arg.partition("=")
+            key, _, kind = key.partition(":")
+            if kind == "int":
+                doc[key] = int(value)
+            elif kind == "date":
+                doc[key] = Date(int(value))
+            elif kind == "list":
+                doc[key] = value.split(",") if value else []
+            else:
+                doc[key] = RawStr(value.encode("utf-8", "surrogateescape"))
+        reply = command({"insert": coll + "_runs", "documents": [doc], "$db": db})
+        if reply.get("ok") != 1.0 or reply.get("n") != 1:
+            die(f"insert failed: {reply}")
+    elif what == "unique-index" and len(sys.argv) == 4:
+        reply = command({"createIndexes": coll + sys.argv[2], "$db": db,
+                         "indexes": [{"key": {sys.argv[3]: 1}, "name": sys.argv[3] + "_unique", "unique": True}]})
+        if reply.get("ok") != 1.0:
+            die(f"createIndexes failed: {reply}")
     elif what == "drop":
-        for name in (coll, coll + "_queue", coll + "_fences"):
+        for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs"):
             command({"drop": name, "$db": db})
         command({"drop": coll + "_events", "$db": db + "_events"})
     else:

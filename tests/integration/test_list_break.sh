@@ -48,21 +48,21 @@ list_shows_held_locks() {
 
   expect_exit 0 -- ml list
   assert_empty "$ERR"
-  assert_matches "$OUT" "^NAME +HOLDER +ACQUIRED +EXPIRES +ALIVE$"
+  assert_matches "$OUT" "^NAME +HOLDER +ACQUIRED +EXPIRES +ALIVE +LAST RUN$"
   local line
   line=$(list_line "$OUT" "$plain")
-  [[ $line =~ ^$plain\ +$HOST:$BASHPID\ +[0-9T:.-]+Z\ +in\ [0-9]+m([0-9]+s)?\ +yes$ ]] ||
+  [[ $line =~ ^$plain\ +$HOST:$BASHPID\ +[0-9T:.-]+Z\ +in\ [0-9]+m([0-9]+s)?\ +yes\ +-$ ]] ||
     fail_with "line of '$plain' is '$line'" list "$OUT"
   # Slot 1 is the plain name, slot K >= 2 is NAME#K.
   line=$(list_line "$OUT" "$slots")
-  [[ $line =~ ^$slots\ +$HOST:$BASHPID\ .*\ yes$ ]] || fail_with "line of '$slots' (slot 1) is '$line'" list "$OUT"
+  [[ $line =~ ^$slots\ +$HOST:$BASHPID\ .*\ yes\ +-$ ]] || fail_with "line of '$slots' (slot 1) is '$line'" list "$OUT"
   line=$(list_line "$OUT" "$slots#2")
-  [[ $line =~ ^$slots#2\ +other-host.example:77\ .*\ -$ ]] || fail_with "line of '$slots#2' is '$line'" list "$OUT"
+  [[ $line =~ ^$slots#2\ +other-host.example:77\ .*\ -\ +-$ ]] || fail_with "line of '$slots#2' is '$line'" list "$OUT"
   [[ -z $(list_line "$OUT" "$slots#3") ]] || fail_with "slot 3 was never taken" list "$OUT"
   line=$(list_line "$OUT" "$dead")
-  [[ $line =~ ^$dead\ +$HOST:$pid\ .*\ no\ \(dead\)$ ]] || fail_with "line of '$dead' is '$line'" list "$OUT"
+  [[ $line =~ ^$dead\ +$HOST:$pid\ .*\ no\ \(dead\)\ +-$ ]] || fail_with "line of '$dead' is '$line'" list "$OUT"
   line=$(list_line "$OUT" "$remote")
-  [[ $line =~ ^$remote\ +other-host.example:4242\ .*\ -$ ]] || fail_with "line of '$remote' is '$line'" list "$OUT"
+  [[ $line =~ ^$remote\ +other-host.example:4242\ .*\ -\ +-$ ]] || fail_with "line of '$remote' is '$line'" list "$OUT"
   [[ -z $(list_line "$OUT" "$expired") ]] || fail_with "list shows the expired lock '$expired'" list "$OUT"
   # The expired document is still stored: list hides it, it is not gone.
   python3 "$ITEST_DIR/mongo.py" doc "$expired" >/dev/null || fail "the expired lock's document is gone"
@@ -104,6 +104,8 @@ list_json_fields() {
   for field in $LOCK_FIELDS; do
     assert_eq "$(json "$OUT" "all('$field' in l for l in d)")" "true" "every element has '$field'"
   done
+  # No run of these names was recorded: last_run is null (test_history.sh checks a recorded one).
+  assert_eq "$(json "$OUT" "[l['last_run'] for l in d if l['name'] == '$plain']")" "[null]" "last_run without history"
   local p="[l for l in d if l['name'] == '$plain'][0]"
   assert_eq "$(json "$OUT" "${p}['program']")" "$plain" "program"
   assert_eq "$(json "$OUT" "${p}['slot']")" "null" "slot of a plain lock"
@@ -137,7 +139,7 @@ status_json_held_and_free() {
   ml acquire "$name" --process "$HOST:4242" >"$T/token"
   expect_exit 0 -- ml status "$name" --json
   assert_empty "$ERR"
-  assert_eq "$(json "$OUT" 'sorted(d.keys())')" '["locks", "name", "state", "waiters"]' "keys of status --json"
+  assert_eq "$(json "$OUT" 'sorted(d.keys())')" '["last_run", "locks", "name", "state", "waiters"]' "keys of status --json"
   assert_eq "$(json "$OUT" 'd["waiters"]')" '[]' "waiters of a lock nobody waits for"
   assert_eq "$(json "$OUT" 'd["name"]')" "$name" "name"
   assert_eq "$(json "$OUT" 'd["state"]')" "held" "state"

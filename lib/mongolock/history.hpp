@@ -1,0 +1,75 @@
+// The run history: what became of each `mongolock run` (which host, when, how long, how it ended), kept
+// in "<collection>_runs" (RunRecord, lock_store.hpp) so that `history`, `status` and `list` can answer
+// "did the job run last night, where, and did it succeed?".
+#pragma once
+
+#include <mongolock/lock_store.hpp>
+#include <mongolock/log.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mongolock {
+
+// How a run ended. Stored and printed by name (outcome_name()).
+enum class Outcome {
+  ok,             // the command exited 0 and the lease held to the end
+  failed,         // the command exited non-zero or died of a signal (or a signal stopped the run before it started)
+  timeout,        // --timeout stopped the command (exit 124)
+  lease_lost,     // the lease was lost while the command ran (exit 76, or the command's own with --on-lost ignore)
+  not_executable, // the command could not be started (exit 126/127)
+  skipped,        // the lock was held: the command did not run (exit 75 or -E; also a signal while waiting)
+  error,          // mongolock itself failed (e.g. MongoDB unavailable, exit 69): metrics only, nothing is stored
+};
+
+// "ok", "failed", "timeout", "lease-lost", "not-executable", "skipped", "error".
+[[nodiscard]] std::string_view outcome_name(Outcome outcome);
+
+// Every outcome, in the order above (for metrics: one series each).
+[[nodiscard]] const std::vector<Outcome>& all_outcomes();
+
+// What a run keeps of its history and for how long. Rule from the issue: at most `keep` runs per name and
+// none older than `max_age`; the writer purges (FerretDB v1 has no TTL indexes), but only on about one run
+// in `purge_every`, so that a run costs one extra command.
+struct HistoryPolicy {
+  bool enabled = true;                     // --no-history: false
+  std::int64_t keep = 100;                 // --history-keep N: runs kept per name (1..100000)
+  Millis max_age{30LL * 24 * 3600 * 1000}; // --history-max-age DUR: runs older are deleted (30 days)
+  std::int64_t purge_every = 10;           // MONGOLOCK_HISTORY_PURGE_EVERY: purge on 1 run in N
+};
+
+inline constexpr std::int64_t k_max_history_keep = 100'000;
+
+// Checks `policy`'s bounds: keep in 1..k_max_history_keep, purge_every >= 1. Throws Error (64) naming the
+// option and the range.
+void validate_history_policy(const HistoryPolicy& policy);
+
+// Command and arguments as a run records them: each argument redacted as every message is (URI passwords,
+// redact_text(); the configured URI's secrets, scrub_secrets()), at most 256 bytes each (cut on a UTF-8
+// boundary, "…" appended) and at most 32 of them (then "… N more"). Control bytes stay: printing escapes them.
+[[nodiscard]] std::vector<std::string> recorded_command(const std::vector<std::string>& argv,
+                                                        std::string_view configured_uri);
+
+// Stores `runs` (one record per lock name of one run) with one insert; on about one call in
+// policy.purge_every (chosen at random) then purges each name's runs beyond policy.keep and every run older
+// than policy.max_age (at `now`, server clock). Nothing happens when the policy is disabled or `runs` is
+// empty. Never throws: a failure is one warning line on `log` (the run's exit status does not change).
+void record_runs(LockStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
+                 const Log& log);
+
+// The summary line of `history`: counts by outcome and the durations of the runs whose command ran.
+struct HistorySummary {
+  std::int64_t runs = 0;
+  std::int64_t ok = 0;
+  std::int64_t failures = 0; // failed, timeout, lease-lost, not-executable (and outcomes this version does not know)
+  std::int64_t skipped = 0;
+  std::optional<Millis> median_duration; // of the runs with a duration (an even count: the mean of the middle two)
+  std::optional<Millis> max_duration;
+};
+
+[[nodiscard]] HistorySummary summarize(const std::vector<RunRecord>& runs);
+
+} // namespace mongolock
