@@ -209,8 +209,9 @@ public:
 
   [[nodiscard]] bool finished() const { return m_finished; }
 
-  // Writes the record of outcome `outcome` (history through `store` unless it is null; the metrics file) and
-  // returns `exit_code`. `ended` is when the whole job ended (LeaseClock), when known. Never throws.
+  // Writes the record of outcome `outcome` (history through `store`; the metrics file) and returns
+  // `exit_code`. A null `store` means the server did not answer just now (or was never reached): the
+  // history is not tried, since it would only hold up the exit (a warning says so unless the outcome is error). `ended` is when the whole job ended (LeaseClock), when known. Never throws.
   int finish(LockStore* store, Outcome outcome, int exit_code, std::optional<LocalTime> ended = std::nullopt,
              int signal = 0, std::string held_by = {}) noexcept {
     if (m_finished) return exit_code;
@@ -262,7 +263,12 @@ private:
           .exit_code = exit_code});
       runs.push_back(std::move(run));
     }
-    if (store != nullptr && clock) record_runs(*store, std::move(runs), m_options.history, ended_at, m_log);
+    if (store != nullptr && clock) {
+      record_runs(*store, std::move(runs), m_options.history, ended_at, m_log);
+    } else if (m_options.history.enabled && outcome != Outcome::error) {
+      m_log.warning("the run was not recorded in the history: the server did not answer in time; its exit status "
+                    "is unchanged");
+    }
     if (m_options.metrics_file) {
       try {
         write_metrics_file(*m_options.metrics_file, metrics);
@@ -456,7 +462,9 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
       release_after_run(locker, locks, log, /*lease_lost=*/true);
     }
     const auto code = policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
-    return recorder.finish(&store, Outcome::lease_lost, code, ended, result.command_signal);
+    // A server that did not answer the renewals gets no history insert either: it would delay the exit.
+    return recorder.finish(result.ran_out ? nullptr : &store, Outcome::lease_lost, code, ended,
+                           result.command_signal);
   }
   const auto released = release_after_run(locker, locks, log);
   const auto what = run_outcome(result, released == RunRelease::gone);
@@ -470,7 +478,8 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   } else if (result.command_status == 0 && released == RunRelease::failed) {
     code = k_exit_unavailable;
   }
-  return recorder.finish(&store, what, code, ended, result.command_signal);
+  return recorder.finish(released == RunRelease::failed ? nullptr : &store, what, code, ended,
+                         result.command_signal);
 }
 
 } // namespace
