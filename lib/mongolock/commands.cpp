@@ -463,8 +463,9 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     }
     const auto code = policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
     // A server that did not answer the renewals gets no history insert either: it would delay the exit.
-    return recorder.finish(result.ran_out ? nullptr : &store, Outcome::lease_lost, code, ended,
-                           result.command_signal);
+    // (When mongolock itself did not run, the server is likely fine: the insert is tried.)
+    const bool server_silent = result.ran_out && !result.stalled;
+    return recorder.finish(server_silent ? nullptr : &store, Outcome::lease_lost, code, ended, result.command_signal);
   }
   const auto released = release_after_run(locker, locks, log);
   const auto what = run_outcome(result, released == RunRelease::gone);
