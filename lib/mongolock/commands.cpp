@@ -304,14 +304,24 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   validate_ttl(options.ttl);
   validate_take(options.take);
   const auto process = caller_identity(options.process);
+  // With --wait, the signals run forwards (INT, TERM, HUP, QUIT, USR1, USR2) end the wait instead of
+  // killing the process: its queue ticket is deleted (not left to expire) and the exit status is
+  // 128 + the signal, as for a waiting run. Blocked from here on, so none is lost in between.
+  std::optional<SignalBlock> signals;
+  if (options.take.wait) signals.emplace();
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  const auto outcome =
+  auto outcome =
       locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
-                         WaitPolicy{.wait = options.take.wait, .push = options.take.push}, [](Millis pause) {
-                           std::this_thread::sleep_for(pause);
-                           return true;
-                         });
+                         WaitPolicy{.wait = options.take.wait, .push = options.take.push}, sleep_unless_signalled);
+  if (signals) {
+    if (const auto signo = take_forwarded_signal(Millis(0))) {
+      log.info(fmt::format("received SIG{} while waiting for lock '{}'{}", sigabbrev_np(*signo), options.name,
+                           outcome.locks.empty() ? "; left the queue" : "; releasing the lock just taken"));
+      release_after_run(locker, outcome.locks, log);
+      return exit_code_for_signal(*signo);
+    }
+  }
   if (outcome.locks.empty()) return report_held(global, locker, outcome, log);
   const auto& lock = outcome.locks.front();
   if (lock.fence) {
@@ -442,6 +452,8 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     throw;
   }
   log.debugf("started {} (pid {})", options.command.front(), child->pid());
+  // Taken from the queue: its tickets are deleted now that the command runs, not in the handover.
+  outcome.queue.reset();
   const auto result = supervise(locker, locks, *child, signals, policy, log);
   const auto ended = child->job_ended();
   log.debugf("command exited with status {}", result.command_status);
@@ -570,7 +582,8 @@ int break_command(const GlobalOptions& global, const BreakOptions& options, Log&
   int broken = 0;
   for (const auto& lock : locker.holders(options.name)) {
     const auto description = locker.describe_holder(lock);
-    if (store.remove(LockSelector{.program = lock.program, .id = lock.id}) != 1) continue;
+    // As a release: waiters queued for it are woken.
+    if (!locker.remove_and_wake(LockSelector{.program = lock.program, .id = lock.id})) continue;
     ++broken;
     const auto message = fmt::format("broke lock '{}' ({}), by {}", lock.program, description, by);
     log.warning(message);

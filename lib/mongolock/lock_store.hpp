@@ -34,6 +34,9 @@ struct LockRecord {
   std::optional<std::int64_t> fence;     // [fence] fencing token, when taken with --fence
   bool waiters = false;                  // [waiters] true when waiters were queued for the name: its
                                          // release appends a wake-up event (queue.hpp)
+  std::string ticket;                    // [ticket] taken from the queue: the _id of the holder's queue ticket
+                                         // of this name (deleted once the lock was taken); "" otherwise. The
+                                         // wake-up event of its release names it (WakeEvent)
 };
 
 // Which lock document a write may touch: always by program, narrowed by every field that is set.
@@ -44,6 +47,7 @@ struct LockSelector {
   std::optional<std::string> process = std::nullopt;
   std::optional<ServerTime> expires_after = std::nullopt; // expires_at > this (the lease has not run out)
   std::optional<ServerTime> hold_ends_by = std::nullopt;  // hold_until <= this (no minimum hold left)
+  std::optional<ServerTime> expired_by = std::nullopt;    // expires_at <= this (expired that long ago)
   bool not_released = false;                              // released_at does not exist
 };
 
@@ -82,16 +86,24 @@ struct RunRecord {
   std::optional<std::int64_t> fence;    // [fence] the fencing token the run held, with --fence
 };
 
+// A wake-up event: lock `name` was released (deleted, broken, or released into its minimum hold).
+struct WakeEvent {
+  std::string name;   // [name] the lock name
+  std::string ticket; // [ticket] the queue ticket the released lock was taken with (LockRecord::ticket): that
+                      // waiter has left the line; "" when the lock was not taken from the queue
+};
+
 // A follower of the wake-up events of "<collection>_events" (a tailable awaitData cursor on a capped
 // collection). Destruction closes the cursor.
 class EventFeed {
 public:
   virtual ~EventFeed() = default;
-  // Waits up to the feed's await time (follow_events) for an event of one of `names`; true when one
-  // arrived (at once when one is already there), false after the await time. Events of other names are skipped. One
-  // getMore per call (plus one per further event read). Throws Error (69) when the cursor fails or the server closed
-  // it: the caller then polls instead.
-  [[nodiscard]] virtual bool wait(const std::vector<std::string>& names) = 0;
+  // Waits up to the feed's await time (follow_events) for the next event of one of `names` and returns it
+  // (at once when one was already read); nullopt when the await time passed without one. Events of other
+  // names are skipped. One getMore per call when nothing was read ahead. Throws Error (69) when the cursor
+  // fails or the server closed it: the caller then polls instead. On FerretDB v1 events that arrive in
+  // the last ~10 ms of an await period can be lost (README): after a nullopt, the caller checks.
+  [[nodiscard]] virtual std::optional<WakeEvent> wait(const std::vector<std::string>& names) = 0;
 };
 
 // What the server says about itself, for `mongolock doctor`.
@@ -132,9 +144,10 @@ public:
   // same program (MongoDB error 11000: duplicate key), true when inserted.
   [[nodiscard]] virtual bool insert(LockRecord& lock) = 0;
 
-  // Deletes at most one document of `program` whose expires_at <= `expired_at_or_before`.
-  // Returns the number deleted (0 or 1).
-  [[nodiscard]] virtual std::int64_t purge_expired(std::string_view program, ServerTime expired_at_or_before) = 0;
+  // Deletes at most one document of `program` whose expires_at <= `expired_at_or_before` and returns it
+  // (findAndModify with remove: one command); nullopt when none matched.
+  [[nodiscard]] virtual std::optional<LockRecord> purge_expired(std::string_view program,
+                                                                ServerTime expired_at_or_before) = 0;
 
   // Deletes at most one document matching `which`. Returns the number deleted (0 or 1).
   [[nodiscard]] virtual std::int64_t remove(const LockSelector& which) = 0;
@@ -206,15 +219,16 @@ public:
   // Sets waiters: true on the one document matching `which`. Returns the number matched (0 or 1).
   [[nodiscard]] virtual std::int64_t mark_waiters(const LockSelector& which) = 0;
 
-  // Appends a wake-up event {name, t} to the capped collection "<collection>_events" (one insert).
+  // Appends a wake-up event {name, ticket, t} to the capped collection "<collection>_events" (one insert);
+  // `ticket` as in WakeEvent ("" leaves the field out).
   // Only after follow_events() created the collection somewhere (a waiter did): an insert would
   // otherwise create an uncapped one, so this is only called for a lock marked `waiters`.
-  virtual void append_event(std::string_view name) = 0;
+  virtual void append_event(std::string_view name, std::string_view ticket) = 0;
 
-  // Creates "<collection>_events" (capped, 1 MiB) unless it exists, inserts two marker events and opens a
-  // tailable awaitData cursor from them on, whose getMores wait up to `await` (maxAwaitTimeMS, fixed
-  // when the cursor is made) (FerretDB v1 keeps such a cursor open only when its first
-  // batch is neither empty nor the whole result). Throws Error (69) when the server cannot do that.
+  // Creates "<collection>_events" (capped: 1 MiB, at most 1000 events) unless it exists, inserts two marker events and
+  // opens a tailable awaitData cursor from them on, whose getMores wait up to `await` (maxAwaitTimeMS, fixed when the
+  // cursor is made) (FerretDB v1 keeps such a cursor open only when its first batch is neither empty nor the whole
+  // result). Throws Error (69) when the server cannot do that.
   [[nodiscard]] virtual std::unique_ptr<EventFeed> follow_events(Millis await) = 0;
 
   // --- run history (history.hpp), in its own collection "<collection>_runs" ---------------------------

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
+#include <map>
 
 namespace mongolock {
 
@@ -24,7 +24,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   lock.user = request.user;
   lock.command = request.command;
   lock.host = request.process.substr(0, request.process.rfind(':'));
-  lock.waiters = request.waiters;
+  lock.ticket = request.ticket;
 
   const auto insert = [&] {
     const auto now = m_store.clock().now();
@@ -52,10 +52,14 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   for (int slot = 1; slot <= request.slots && !acquired; ++slot) {
     lock.program = slot_program(request.name, slot);
     lock.slot = request.slots > 1 ? slot : 0;
+    lock.waiters = request.waiters;
     lock.id.clear();
     acquired = insert();
-    if (!acquired && m_store.purge_expired(lock.program, m_store.clock().now() - request.takeover_grace) == 1) {
+    if (acquired) break;
+    if (const auto purged = m_store.purge_expired(lock.program, m_store.clock().now() - request.takeover_grace)) {
       m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", lock.program));
+      // Waiters queued for the purged lock still wait: the release of this one must wake them.
+      lock.waiters = lock.waiters || purged->waiters;
       lock.id.clear();
       acquired = insert();
     }
@@ -111,19 +115,23 @@ bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensur
   return false;
 }
 
-std::string Locker::busy_name(const std::vector<AcquireRequest>& requests, bool mark) {
+Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests, bool mark) {
   for (const auto& request : requests) {
     const auto now = m_store.clock().now();
-    std::set<std::string> taken;
+    std::map<std::string, ServerTime> taken; // program -> when it may be taken over
     std::vector<LockRecord> unmarked;
     for (auto& lock : m_store.list(request.name)) {
       if (lock.expires_at <= now - request.takeover_grace) continue;
-      taken.insert(lock.program);
+      taken[lock.program] = lock.expires_at + request.takeover_grace;
       if (!lock.waiters && lock.expires_at > now) unmarked.push_back(std::move(lock));
     }
     bool free = false;
-    for (int slot = 1; slot <= request.slots && !free; ++slot)
-      free = !taken.contains(slot_program(request.name, slot));
+    auto takeover_at = ServerTime::max();
+    for (int slot = 1; slot <= request.slots && !free; ++slot) {
+      const auto it = taken.find(slot_program(request.name, slot));
+      free = it == taken.end();
+      if (!free) takeover_at = std::min(takeover_at, it->second);
+    }
     if (free) continue;
     if (mark) {
       for (const auto& lock : unmarked) {
@@ -131,7 +139,7 @@ std::string Locker::busy_name(const std::vector<AcquireRequest>& requests, bool 
           m_log.debugf("marked lock '{}' of {}: waiters are queued", lock.program, lock.process);
       }
     }
-    return request.name;
+    return Busy{request.name, takeover_at};
   }
   return {};
 }
@@ -151,18 +159,15 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     names.push_back(request.name);
 
   (void)m_store.clock(); // connect first
-  WaitQueue queue(m_store, m_log, policy.queue);
+  auto queue = std::make_unique<WaitQueue>(m_store, m_log, policy.queue);
   bool indexed = false;
-  if (!queue.anyone_waiting(names)) {
+  if (!queue->anyone_waiting(names)) {
     // Nobody waits: take a free lock at once, as without --wait.
     if (attempt_all(requests, true, outcome)) return outcome;
     indexed = true;
   }
-  queue.join(names, requests.front().process);
-  if (!indexed) {
-    m_store.ensure_indexes(); // now, while waiting, rather than in the handover
-    indexed = true;
-  }
+  queue->join(names, requests.front().process);
+  if (!indexed) m_store.ensure_indexes(); // now, while waiting, rather than in the handover
   std::unique_ptr<EventFeed> feed;
   if (policy.push) {
     try {
@@ -171,36 +176,60 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       m_log.debugf("no push wake-ups ({}); polling every {}", e.what(), format_duration(policy.queue.poll));
     }
   }
-  // Taken from the queue while push works, a lock is marked `waiters`: its release wakes the next waiter.
   auto queued = requests;
-  for (auto& request : queued)
-    request.waiters = feed != nullptr;
-  bool head = false;
-  bool woken = true;
+  // One attempt from the queue. A lock taken while push works is marked `waiters` (its release wakes the
+  // next waiter) and names this waiter's ticket (so that its release tells those behind it that it left).
+  const auto take = [&] {
+    for (auto& request : queued) {
+      request.waiters = feed != nullptr;
+      request.ticket = queue->ticket_of(request.name);
+    }
+    if (!attempt_all(queued, false, outcome)) return false;
+    outcome.queue = std::move(queue); // the caller deletes the tickets
+    return true;
+  };
+  bool head = false;                    // first in line on every name; stays so (later tickets get a higher seq)
+  bool try_now = true;                  // the head: try at once, without reading the lock first (woken by a release)
+  bool reread = true;                   // not the head: read the queue now
+  bool quiet = false;                   // the last wait ended without an event (FerretDB v1 may have lost one: check)
+  bool retried = false;                 // the head found the lock free right after a failed attempt, and tried again
+  auto takeover_at = ServerTime::max(); // the head: when the busy lock may be taken over without an event
   auto checked = LeaseClock::now();
   for (;;) {
-    if (!queue.keep_alive()) head = false;
-    // Once first in line, a waiter stays first: later tickets get a higher seq, and an expired ticket
-    // cannot be renewed back to life. Others re-read the queue when woken, now and then, and when the
-    // first ticket ahead expires unless renewed (a dead waiter's: no event tells of it).
-    const bool recheck = !feed || woken || LeaseClock::now() - checked >= policy.queue.push_recheck ||
-                         m_store.clock().now() >= queue.next_expiry();
-    if (!head && recheck) {
-      head = queue.at_head();
-      checked = LeaseClock::now();
+    if (!queue->keep_alive()) {
+      head = false; // rejoined at the back
+      reread = true;
     }
-    if (head && woken) {
-      // Woken by a release: try at once (an insert), without reading the lock first.
-      if (attempt_all(queued, false, outcome)) return outcome;
-      (void)busy_name(queued, feed != nullptr); // marks the new holder's lock, so that its release wakes us
-    } else if (head) {
-      const auto busy = busy_name(queued, feed != nullptr);
-      if (busy.empty()) {
-        if (attempt_all(queued, !indexed, outcome)) return outcome; // ~WaitQueue deletes the tickets
-        indexed = true;
-      } else {
-        outcome.held = busy;
+    if (!head) {
+      // Others re-read the queue when told to, after a quiet wait when next in line, now and then, and
+      // when the first ticket ahead expires unless renewed (a dead waiter's: no event tells of it).
+      const bool recheck = reread || !feed || (quiet && queue->position() <= 2) ||
+                           LeaseClock::now() - checked >= policy.queue.push_recheck ||
+                           m_store.clock().now() >= queue->next_expiry();
+      if (recheck) {
+        (void)queue->at_head();
+        checked = LeaseClock::now();
       }
+      head = queue->head();
+      if (head && !recheck) m_log.debugf("first in the queue: the waiters ahead have left");
+    }
+    reread = false;
+    takeover_at = ServerTime::max();
+    if (head) {
+      Busy busy;
+      if (!try_now) busy = busy_name(queued, feed != nullptr);
+      if (try_now || busy.name.empty()) {
+        if (take()) return outcome;
+        // Who holds it now (marked, so that its release wakes us) and until when.
+        busy = busy_name(queued, feed != nullptr);
+      }
+      if (busy.name.empty() && !retried) {
+        retried = true; // released between our attempt and the read: try once more at once
+        try_now = true;
+        continue;
+      }
+      outcome.held = busy.name.empty() ? names.front() : busy.name;
+      takeover_at = busy.takeover_at;
     } else {
       outcome.held = names.front();
     }
@@ -208,17 +237,31 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     if (!forever && now >= deadline) return outcome;
     auto pause = feed ? policy.queue.push_check : policy.queue.poll;
     if (!forever) pause = std::min(pause, std::chrono::ceil<Millis>(deadline - now));
+    if (takeover_at != ServerTime::max()) {
+      // The busy lock's expiry + grace (a dead holder, the end of a minimum hold): check then, not later.
+      pause = std::clamp(std::chrono::ceil<Millis>(takeover_at - m_store.clock().now()), Millis(1), pause);
+    }
     if (head) {
       m_log.debugf("'{}' is held; trying again in {} (first in the queue)", outcome.held, format_duration(pause));
     } else {
       m_log.debugf("'{}' is held or others wait first (place {} in the queue); trying again in {}", outcome.held,
-                   queue.position(), format_duration(pause));
+                   queue->position(), format_duration(pause));
     }
-    woken = false;
+    try_now = false;
+    retried = false;
+    quiet = true;
     if (feed && pause >= policy.queue.push_check) {
       try {
-        woken = feed->wait(names);
-        if (woken) m_log.debugf("woken by a release");
+        if (const auto event = feed->wait(names)) {
+          quiet = false;
+          const bool passed = queue->passed(event->name, event->ticket);
+          if (head || queue->head()) {
+            try_now = true;
+            m_log.debugf("woken by a release of '{}'", event->name);
+          } else if (!passed && queue->position() <= 2) {
+            reread = true; // next in line: the waiter ahead may have taken the lock and left (a stale read)
+          }
+        }
       } catch (const Error& e) {
         m_log.debugf("push wake-ups stopped ({}); polling every {}", e.what(), format_duration(policy.queue.poll));
         feed.reset();
@@ -239,10 +282,10 @@ bool Locker::remove_and_wake(const LockSelector& which) {
   if (!removed) return false;
   if (removed->waiters) {
     try {
-      m_store.append_event(removed->name);
+      m_store.append_event(removed->name, removed->ticket);
     } catch (const Error& e) {
-      m_log.warning(
-          fmt::format("could not wake the waiters of '{}' ({}); they notice within a second", removed->name, e.what()));
+      m_log.warning(fmt::format("could not wake the waiters of '{}' ({}); they notice within two seconds",
+                                removed->name, e.what()));
     }
   }
   return true;
@@ -267,6 +310,15 @@ ReleaseOutcome Locker::release(const LockSelector& which) {
   in_hold.not_released = true;
   in_hold.expires_after = now;
   if (m_store.mark_released(in_hold, now, current->hold_until) != 1) return {ReleaseOutcome::not_holder, {}};
+  if (current->waiters) {
+    // The head learns the earlier expiry now rather than at its next check.
+    try {
+      m_store.append_event(current->name, current->ticket);
+    } catch (const Error& e) {
+      m_log.warning(fmt::format("could not wake the waiters of '{}' ({}); they notice within two seconds",
+                                current->name, e.what()));
+    }
+  }
   return {ReleaseOutcome::min_hold, current->hold_until};
 }
 

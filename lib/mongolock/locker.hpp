@@ -12,6 +12,7 @@
 #include <mongolock/queue.hpp>
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 namespace mongolock {
@@ -27,6 +28,7 @@ struct AcquireRequest {
   int slots = 1;               // --slots N: up to N holders share the name, one document per slot
   bool fence = false;          // --fence: allocate a fencing token for the acquisition
   bool waiters = false;        // mark the lock document `waiters` (taken from the queue: its release wakes the queue)
+  std::string ticket;          // taken from the queue: this waiter's ticket of the name (LockRecord::ticket)
 };
 
 // How long to keep trying while a name is held (--wait). A waiter joins the queue of waiters
@@ -46,6 +48,9 @@ struct AcquireOutcome {
   std::vector<LockRecord> locks; // every lock taken, in request order; empty when not acquired
   std::string held;              // not acquired: the name that was held
   bool interrupted = false;      // not acquired: the sleeper stopped the wait
+  // Taken from the queue: the waiter's tickets, deleted when this is reset or destroyed (run resets it
+  // once its command has started, so deleting them is not part of the handover).
+  std::unique_ptr<WaitQueue> queue;
 };
 
 struct ReleaseOutcome {
@@ -70,15 +75,20 @@ public:
   // nobody waits for any of the names, one attempt first, as without it; then the caller joins the queue
   // of every name (queue.hpp) and, within policy.wait, tries again whenever it is first in line on every
   // name and every name has a free slot (an unexpired document counts as taken until it is expired
-  // takeover_grace long). Its tickets are deleted on every way out (taken, timed out, interrupted, Error).
+  // takeover_grace long): at once when a wake-up event says a lock of its names was released, when the
+  // busy lock may be taken over (its expiry + grace, no event), and after every wait without an event.
+  // A wake-up event that names the ticket of a waiter ahead tells that it has left the line, so the next
+  // in line tries at once without reading the queue. The tickets are deleted on every way out: when not
+  // taken (timed out, interrupted, Error) before returning, when taken with outcome.queue.
   // On an Error, releases those taken so far and rethrows.
   [[nodiscard]] AcquireOutcome acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                            const Sleeper& sleep);
 
   // Releases the one document `which` selects: deletes it (findAndModify remove; when the document was
   // marked `waiters`, then appends a wake-up event, whose failure is only logged), or, during its minimum hold (and
-  // while its lease lasts), marks it released and lets it expire at hold_until (two more commands). Never touches a
-  // document `which` does not select.
+  // while its lease lasts), marks it released and lets it expire at hold_until (two more commands, and the event
+  // when marked `waiters`, so that the head learns the earlier expiry). Never touches a document `which` does not
+  // select.
   [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
 
   // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock).
@@ -98,18 +108,25 @@ public:
 
   [[nodiscard]] LockStore& store() { return m_store; }
 
+  // Deletes the one document `which` selects (findAndModify remove); when it was marked `waiters`, then
+  // appends a wake-up event naming its ticket (a failure of that is only logged). True when one was
+  // deleted. Release and break use it. Throws Error (69) when the delete fails.
+  bool remove_and_wake(const LockSelector& which);
+
 private:
   void release_quietly(const LockRecord& lock);
-  // Deletes the one document `which` selects (findAndModify remove); when it was marked `waiters`,
-  // appends a wake-up event. True when one was deleted.
-  bool remove_and_wake(const LockSelector& which);
   // One all-or-none attempt on every request; true when all were taken (outcome.locks), else sets
   // outcome.held and leaves outcome.locks empty.
   bool attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome);
-  // The first request whose name has no free slot (one find per name); "" when every one has one. With
-  // `mark`, marks the live documents of a busy name `waiters` (one update each, once per document), so
-  // that their release appends a wake-up event.
-  std::string busy_name(const std::vector<AcquireRequest>& requests, bool mark);
+  // The first request whose name has no free slot (one find per name): its name ("" when every one has
+  // one) and when (server time) its first taken slot may be taken over (expires_at + takeover grace; no
+  // event tells of it). With `mark`, marks the live documents of a busy name `waiters` (one update each,
+  // once per document), so that their release appends a wake-up event.
+  struct Busy {
+    std::string name;
+    ServerTime takeover_at = ServerTime::max();
+  };
+  Busy busy_name(const std::vector<AcquireRequest>& requests, bool mark);
 
   LockStore& m_store;
   const Log& m_log;

@@ -158,6 +158,7 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   if (!lock.command.empty()) append_string(doc, "command", lock.command);
   if (lock.fence) BSON_APPEND_INT64(doc, "fence", *lock.fence);
   if (lock.waiters) BSON_APPEND_BOOL(doc, "waiters", true);
+  if (!lock.ticket.empty()) append_string(doc, "ticket", lock.ticket);
 }
 
 std::string iter_string(const bson_iter_t& it) {
@@ -218,6 +219,8 @@ LockRecord from_bson(const bson_t* doc) {
       lock.fence = bson_iter_as_int64(&it);
     } else if (BSON_ITER_HOLDS_BOOL(&it) && key == "waiters") {
       lock.waiters = bson_iter_bool(&it);
+    } else if (key == "ticket") {
+      lock.ticket = iter_string(it);
     }
   }
   if (lock.name.empty()) lock.name = lock.program;
@@ -240,6 +243,7 @@ void append_selector(bson_t* doc, const LockSelector& which) {
   if (which.process) append_string(doc, "process", *which.process);
   if (which.expires_after) append_date_condition(doc, "expires_at", "$gt", *which.expires_after);
   if (which.hold_ends_by) append_date_condition(doc, "hold_until", "$lte", *which.hold_ends_by);
+  if (which.expired_by) append_date_condition(doc, "expires_at", "$lte", *which.expired_by);
   if (which.not_released) {
     bson_t exists;
     BSON_APPEND_DOCUMENT_BEGIN(doc, "released_at", &exists);
@@ -615,22 +619,8 @@ bool MongoStore::insert(LockRecord& lock) {
   impl.fail(fmt::format("insert of lock '{}'", lock.program), error);
 }
 
-std::int64_t MongoStore::purge_expired(std::string_view program, ServerTime expired_at_or_before) {
-  auto& impl = *m_impl;
-  impl.connect();
-  Bson selector;
-  append_string(selector.get(), "program", program);
-  bson_t range;
-  BSON_APPEND_DOCUMENT_BEGIN(selector.get(), "expires_at", &range);
-  BSON_APPEND_DATE_TIME(&range, "$lte", to_bson_date(expired_at_or_before));
-  bson_append_document_end(selector.get(), &range);
-  Reply reply;
-  bson_error_t error;
-  if (!mongoc_collection_delete_one(impl.collection.get(), selector.get(), impl.write_opts.get(), reply.get(),
-                                    &error)) {
-    impl.fail(fmt::format("purge of expired lock '{}'", program), error);
-  }
-  return reply.integer("deletedCount");
+std::optional<LockRecord> MongoStore::purge_expired(std::string_view program, ServerTime expired_at_or_before) {
+  return remove_returning(LockSelector{.program = std::string(program), .expired_by = expired_at_or_before});
 }
 
 std::int64_t MongoStore::remove(const LockSelector& which) {
@@ -1193,14 +1183,16 @@ mongoc_collection_t* open_events(mongoc_client_t* client, const StoreConfig& con
   return events.get();
 }
 
-bool insert_events(mongoc_collection_t* events, std::initializer_list<std::string_view> names, std::int64_t t,
-                   const bson_t* write_opts, bson_error_t& error) {
+// Inserts one event per name (at most two), each {name, ticket (unless empty), t}.
+bool insert_events(mongoc_collection_t* events, std::initializer_list<std::string_view> names, std::string_view ticket,
+                   std::int64_t t, const bson_t* write_opts, bson_error_t& error) {
   Bson docs[2];
   const bson_t* pointers[2] = {docs[0].get(), docs[1].get()};
   std::size_t count = 0;
   for (const auto name : names) {
     if (count == 2) break;
     append_string(docs[count].get(), "name", name);
+    if (!ticket.empty()) append_string(docs[count].get(), "ticket", ticket);
     BSON_APPEND_INT64(docs[count].get(), "t", t);
     ++count;
   }
@@ -1214,21 +1206,22 @@ public:
   MongoEventFeed(mongoc_cursor_t* cursor, std::function<void(const char*)> fail)
       : m_cursor(cursor), m_fail(std::move(fail)) {}
 
-  bool wait(const std::vector<std::string>& names) override {
+  std::optional<WakeEvent> wait(const std::vector<std::string>& names) override {
     const bson_t* doc = nullptr;
-    bool woken = false;
-    // Read what is there (each next() may send one getMore, which waits up to the timeout when there is
-    // nothing); stop at the first event of one of our names.
-    while (!woken && mongoc_cursor_next(m_cursor.get(), &doc)) {
+    // Read what is there (next() sends a getMore when the batch read so far is used up, which waits up to
+    // the await time when there is nothing new); stop at the first event of one of our names.
+    while (mongoc_cursor_next(m_cursor.get(), &doc)) {
       bson_iter_t it;
       if (!bson_iter_init_find(&it, doc, "name")) continue;
-      const auto name = iter_string(it);
-      woken = std::find(names.begin(), names.end(), name) != names.end();
+      WakeEvent event{iter_string(it), {}};
+      if (std::find(names.begin(), names.end(), event.name) == names.end()) continue;
+      if (bson_iter_init_find(&it, doc, "ticket")) event.ticket = iter_string(it);
+      return event;
     }
     bson_error_t error;
     if (mongoc_cursor_error(m_cursor.get(), &error)) m_fail(error.message);
-    if (!woken && !mongoc_cursor_more(m_cursor.get())) m_fail("the server closed the tailable cursor");
-    return woken;
+    if (!mongoc_cursor_more(m_cursor.get())) m_fail("the server closed the tailable cursor");
+    return std::nullopt;
   }
 
 private:
@@ -1238,12 +1231,12 @@ private:
 
 } // namespace
 
-void MongoStore::append_event(std::string_view name) {
+void MongoStore::append_event(std::string_view name, std::string_view ticket) {
   auto& impl = *m_impl;
   impl.connect();
   auto* events = open_events(impl.client.get(), impl.config, impl.events);
   bson_error_t error;
-  if (!insert_events(events, {name}, to_bson_date(clock().now()), impl.write_opts.get(), error)) {
+  if (!insert_events(events, {name}, ticket, to_bson_date(clock().now()), impl.write_opts.get(), error)) {
     impl.fail(fmt::format("append of a wake-up event for '{}'", name), error);
   }
 }
@@ -1257,6 +1250,9 @@ std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
     Bson opts;
     BSON_APPEND_BOOL(opts.get(), "capped", true);
     BSON_APPEND_INT64(opts.get(), "size", 1 << 20);
+    // Few events: FerretDB v1 reads the whole collection for every check of every waiting cursor (every
+    // 10 ms). It trims capped collections to `max` once a minute; MongoDB on every insert.
+    BSON_APPEND_INT64(opts.get(), "max", 1000);
     const auto database_name = impl.config.database + "_events";
     std::unique_ptr<mongoc_database_t, Deleter<mongoc_database_destroy>> database(
         mongoc_client_get_database(impl.client.get(), database_name.c_str()));
@@ -1269,7 +1265,7 @@ std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
     }
   }
   const auto from = to_bson_date(clock().now());
-  if (!insert_events(events, {"", ""}, from, impl.write_opts.get(), error)) {
+  if (!insert_events(events, {"", ""}, {}, from, impl.write_opts.get(), error)) {
     impl.fail("insert of wake-up event markers", error);
   }
   Bson filter;

@@ -41,7 +41,8 @@ public:
   void reconnect(std::optional<CallLimits> limits) override;
   void ensure_indexes() override;
   [[nodiscard]] bool insert(LockRecord& lock) override;
-  [[nodiscard]] std::int64_t purge_expired(std::string_view program, ServerTime expired_at_or_before) override;
+  [[nodiscard]] std::optional<LockRecord> purge_expired(std::string_view program,
+                                                        ServerTime expired_at_or_before) override;
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
   [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
                                    Millis ttl) override;
@@ -62,7 +63,7 @@ public:
   [[nodiscard]] std::vector<TicketRecord> tickets(const std::vector<std::string>& names) override;
   [[nodiscard]] std::optional<LockRecord> remove_returning(const LockSelector& which) override;
   [[nodiscard]] std::int64_t mark_waiters(const LockSelector& which) override;
-  void append_event(std::string_view name) override;
+  void append_event(std::string_view name, std::string_view ticket) override;
   [[nodiscard]] std::unique_ptr<EventFeed> follow_events(Millis await) override;
   void insert_runs(std::vector<RunRecord>& records) override;
   [[nodiscard]] std::vector<RunRecord> runs(std::optional<std::string_view> name, std::optional<ServerTime> since,

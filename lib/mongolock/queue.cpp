@@ -44,7 +44,8 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
     }
     if (taken) {
       m_renewed = LeaseClock::now();
-      m_position = 0;
+      m_ahead.clear();
+      m_read = false;
       m_log.debugf("joined the queue of {} with seq {}", fmt::join(names, ", "), seq);
       return;
     }
@@ -74,9 +75,9 @@ bool WaitQueue::keep_alive() {
 bool WaitQueue::at_head() {
   const auto now = m_store.clock().now();
   const auto tickets = m_store.tickets(m_names);
-  std::map<std::string, int> ahead; // per name: live tickets ahead of ours
   std::map<std::string, bool> found;
-  m_next_expiry = ServerTime::max();
+  m_ahead.clear();
+  m_read = true;
   for (const auto& ticket : tickets) {
     const auto mine =
         std::find_if(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) { return t.id == ticket.id; });
@@ -86,8 +87,7 @@ bool WaitQueue::at_head() {
     }
     if (found[ticket.name]) continue; // behind us
     if (ticket.expires_at > now) {
-      ++ahead[ticket.name];
-      m_next_expiry = std::min(m_next_expiry, ticket.expires_at);
+      m_ahead[ticket.name][ticket.id] = ticket.expires_at;
     } else if (ticket.expires_at <= now - m_timing.purge_after) {
       // A dead waiter's ticket: delete it, only if it is still expired (a read-then-write server may
       // interleave a renewal; then the renewal fails and that waiter rejoins at the back).
@@ -96,11 +96,37 @@ bool WaitQueue::at_head() {
       }
     }
   }
-  int farthest = 0;
-  for (const auto& [name, count] : ahead)
-    farthest = std::max(farthest, count);
-  m_position = farthest + 1;
-  return farthest == 0;
+  return head();
+}
+
+bool WaitQueue::passed(const std::string& name, const std::string& ticket) {
+  const auto it = m_ahead.find(name);
+  return it != m_ahead.end() && it->second.erase(ticket) == 1;
+}
+
+bool WaitQueue::head() const { return m_read && position() == 1; }
+
+int WaitQueue::position() const {
+  std::size_t farthest = 0;
+  for (const auto& [name, ahead] : m_ahead)
+    farthest = std::max(farthest, ahead.size());
+  return static_cast<int>(farthest) + 1;
+}
+
+ServerTime WaitQueue::next_expiry() const {
+  auto first = ServerTime::max();
+  for (const auto& [name, ahead] : m_ahead) {
+    for (const auto& [id, expires_at] : ahead)
+      first = std::min(first, expires_at);
+  }
+  return first;
+}
+
+std::string WaitQueue::ticket_of(const std::string& name) const {
+  for (const auto& ticket : m_tickets) {
+    if (ticket.name == name) return ticket.id;
+  }
+  return {};
 }
 
 void WaitQueue::leave() noexcept {

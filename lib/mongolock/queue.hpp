@@ -18,22 +18,26 @@
 #include <mongolock/lock_store.hpp>
 #include <mongolock/log.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
 namespace mongolock {
 
 // Timing of the queue: the ticket lease, how often it is renewed and how often a waiter checks. An idle
-// waiter sends one find per `poll` and one update per `renew_every`: about two commands a second.
+// waiter sends at most two commands a second: polling, one find per `poll` and one update per
+// `renew_every`; with push, per `push_check` one getMore, one find (the head: of the lock; the next in
+// line: of the queue; others only every `push_recheck`) and one ticket renewal.
 struct QueueTiming {
   Millis ticket_lease{4000}; // a ticket not renewed for this long is dead (server clock)
   Millis renew_every{1500};  // the waiter renews its tickets this often (well within the lease)
   Millis poll{750};          // the waiter checks the queue (or, at the head, the lock) this often
   Millis purge_after{2000};  // a dead ticket is deleted this long after its expiry
   // With push wake-ups (a tailable cursor on the events): each wait for an event lasts up to
-  // `push_check` (one getMore), after which the head checks the lock; others re-read the queue when an
-  // event comes, else every `push_recheck` (a dead waiter ahead, a holder that expired).
-  Millis push_check{1000};
+  // `push_check` (one getMore). After a wait without an event the head checks the lock and the next in
+  // line the queue (FerretDB v1 may lose an event at the end of a wait); others re-read the queue every
+  // `push_recheck` and when the first ticket ahead expires (a dead waiter sends no event).
+  Millis push_check{1500};
   Millis push_recheck{3000};
 };
 
@@ -58,18 +62,30 @@ public:
   // returns false. Throws Error (69) on server errors.
   bool keep_alive();
 
-  // Reads the queue of every joined name (one find); true when this waiter is the head of every one.
-  // Deletes dead tickets found ahead of it (expired `purge_after` ago). Sets position(). Throws Error (69).
+  // Reads the queue of every joined name (one find) and remembers the live tickets ahead of this waiter;
+  // true when there are none on any name (head()). Deletes dead tickets found ahead of it (expired
+  // `purge_after` ago). Throws Error (69).
   [[nodiscard]] bool at_head();
 
-  // This waiter's place in line after the last at_head(): 1 at the head; on several names, the
-  // farthest back.
-  [[nodiscard]] int position() const { return m_position; }
+  // Ticket `ticket` of lock `name` has left the line (a wake-up event: the lock it was taken with was
+  // released): forgets it. True when it was one of those ahead of this waiter. No server command.
+  bool passed(const std::string& name, const std::string& ticket);
 
-  // After at_head(): when (server time, UTC) the first live ticket ahead of this waiter expires unless it
-  // is renewed; ServerTime::max() at the head. The waiter reads the queue again then, so a dead waiter
-  // ahead holds up the queue no longer than its ticket lease plus one check.
-  [[nodiscard]] ServerTime next_expiry() const { return m_next_expiry; }
+  // True when no ticket is known ahead of this waiter on any name (as of the last at_head(), less those
+  // passed() since). New tickets always join behind, so once true it stays true.
+  [[nodiscard]] bool head() const;
+
+  // This waiter's place in line (as head()): 1 at the head; on several names, the farthest back.
+  [[nodiscard]] int position() const;
+
+  // When (server time, UTC) the first ticket known ahead of this waiter expires unless it is renewed;
+  // ServerTime::max() at the head. The waiter reads the queue again then, so a dead waiter ahead holds up
+  // the queue no longer than its ticket lease plus one check.
+  [[nodiscard]] ServerTime next_expiry() const;
+
+  // The _id of this waiter's ticket of lock `name` ("" when it has none): recorded in the lock taken
+  // from the queue (LockRecord::ticket).
+  [[nodiscard]] std::string ticket_of(const std::string& name) const;
 
   // Deletes this waiter's tickets (one delete per name); failures are logged, never thrown.
   void leave() noexcept;
@@ -84,8 +100,9 @@ private:
   std::string m_process;
   std::vector<TicketRecord> m_tickets;
   LocalTime m_renewed{};
-  int m_position = 0;
-  ServerTime m_next_expiry = ServerTime::max();
+  // Per name: the live tickets ahead of this waiter (_id -> expires_at), as read and since passed.
+  std::map<std::string, std::map<std::string, ServerTime>> m_ahead;
+  bool m_read = false; // at_head() ran since joining
 };
 
 // The live tickets of `tickets` (expires_at > now), in line order, numbered 1.. per name: for status/list.

@@ -144,6 +144,79 @@ sigterm_removes_ticket() {
   assert_held_by "$name" "$HOLDER"
 }
 
+# acquire --wait too: SIGTERM ends the wait with 143 and deletes the ticket at once (mongo.py lists
+# expired tickets too, so none left means deleted, not expired); the lock is untouched.
+sigterm_removes_acquire_ticket() {
+  local name pid killed_at
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  start_bg waiting ml acquire "$name" --wait forever --process "$HOST:5353"
+  pid=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  kill -TERM "$pid"
+  killed_at=$(now_ms)
+  expect_bg_exit 143 "$pid" waiting 10
+  assert_eq "$(ticket_count "$name")" "0" "tickets right after the SIGTERMed acquire --wait ended"
+  # Deleted, not left to expire: the ticket lease is 4 s, the wait ends within one wait for an event.
+  (($(now_ms) - killed_at < TICKET_LEASE_MS)) || fail "acquire --wait took $(($(now_ms) - killed_at))ms to end"
+  assert_contains "$T/waiting.err" "received SIGTERM while waiting for lock '$name'; left the queue"
+  [[ ! -s $T/waiting.out ]] || fail "the interrupted acquire printed a token: $(cat "$T/waiting.out")"
+  assert_held_by "$name" "$HOLDER"
+  # SIGINT and SIGHUP the same way (128 + 2, 128 + 1).
+  start_bg int ml acquire "$name" --wait 60s --process "$HOST:5354"
+  pid=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  kill -INT "$pid"
+  expect_bg_exit 130 "$pid" int 10
+  start_bg hup ml acquire "$name" --wait 60s --process "$HOST:5355"
+  pid=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  kill -HUP "$pid"
+  expect_bg_exit 129 "$pid" hup 10
+  assert_eq "$(ticket_count "$name")" "0" "tickets after SIGINT and SIGHUP"
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+}
+
+# break (of a lock waiters were marked on) appends a wake-up event as a release does: the head is woken
+# by it (-v says so), not by its own check, and takes the lock.
+break_wakes_the_head() {
+  local name pid
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
+  start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
+  pid=$BG_PID
+  wait_until 10 grep -q "marked lock '$name'" "$T/head.err"
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" break "$name" --force
+  assert_contains "$ERR" "findAndModify 1, insert 1" # the delete that returns the document, and the event
+  expect_bg_exit 0 "$pid" head
+  assert_contains "$T/head.err" "woken by a release of '$name'"
+  [[ -e $T/ran ]] || fail "the head did not run its command"
+  # The event came before the head took the lock: the wake-up line precedes the acquisition.
+  [[ $(grep -n -m1 "woken by a release" "$T/head.err" | cut -d: -f1) -lt $(grep -n -m1 "acquired lock '$name'" "$T/head.err" | cut -d: -f1) ]] ||
+    fail_with "the head took the lock before it was woken" stderr "$T/head.err"
+  assert_free "$name"
+}
+
+# A release during --min-hold wakes the head too (an event): it learns the earlier expiry at once and
+# takes the lock once the hold has ended (plus the takeover grace), never before.
+min_hold_release_wakes_the_head() {
+  local name pid hold_until started_at
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" --ttl 10m --min-hold 2s >/dev/null
+  read_doc "$name"
+  hold_until=$(doc_field hold_until)
+  start_bg head ml -v --grace 500ms run "$name" --wait 60s -- sh -c 'date +%s%3N >"$1/started"' _ "$T"
+  pid=$BG_PID
+  wait_until 10 grep -q "marked lock '$name'" "$T/head.err"
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
+  assert_contains "$ERR" "stays held until"
+  assert_contains "$ERR" "insert 1" # the event
+  expect_bg_exit 0 "$pid" head
+  assert_contains "$T/head.err" "woken by a release of '$name'"
+  started_at=$(cat "$T/started")
+  ((started_at >= hold_until)) || fail "the head started at $started_at, before the minimum hold ended ($hold_until)"
+}
+
 # The holder dies without releasing: no event, no release; the head takes over after TTL + grace, and
 # the second waiter comes after it.
 dead_holder_passes_to_head() {
@@ -261,6 +334,9 @@ run_case "a release wakes the head of the queue at once; an un-waited release is
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
 run_case "a --wait timeout removes the ticket (acquire and run)" wait_timeout_removes_ticket
 run_case "SIGTERM to a waiting run removes its ticket" sigterm_removes_ticket
+run_case "SIGTERM, SIGINT, SIGHUP end acquire --wait with 128+N and delete its ticket at once" sigterm_removes_acquire_ticket
+run_case "break wakes the head of the queue (an event), which takes the lock" break_wakes_the_head
+run_case "a release during --min-hold wakes the head, which takes the lock after the hold and grace" min_hold_release_wakes_the_head
 run_case "a dead holder's lock passes to the head after TTL + grace" dead_holder_passes_to_head
 run_case "--slots: a freed slot goes to the head of the queue" slots_go_to_the_head
 run_case "several names: first in line on all, no deadlock" several_names_keep_the_order
