@@ -453,7 +453,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   }
   log.debugf("started {} (pid {})", options.command.front(), child->pid());
   // Taken from the queue: its tickets are deleted now that the command runs, not in the handover.
-  outcome.queue.reset();
+  outcome.leave_queue();
   const auto result = supervise(locker, locks, *child, signals, policy, log);
   const auto ended = child->job_ended();
   log.debugf("command exited with status {}", result.command_status);

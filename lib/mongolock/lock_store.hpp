@@ -225,10 +225,11 @@ public:
   // otherwise create an uncapped one, so this is only called for a lock marked `waiters`.
   virtual void append_event(std::string_view name, std::string_view ticket) = 0;
 
-  // Creates "<collection>_events" (capped: 1 MiB, at most 1000 events) unless it exists, inserts two marker events and
-  // opens a tailable awaitData cursor from them on, whose getMores wait up to `await` (maxAwaitTimeMS, fixed when the
-  // cursor is made) (FerretDB v1 keeps such a cursor open only when its first batch is neither empty nor the whole
-  // result). Throws Error (69) when the server cannot do that.
+  // Creates "<collection>_events" (capped: 1 MiB, at most 100 events) unless it exists and opens a tailable
+  // awaitData cursor from its two newest events on (when it has fewer, from two marker events it inserts:
+  // FerretDB v1 keeps such a cursor open only when its first batch is neither empty nor the whole result),
+  // whose getMores wait up to `await` (maxAwaitTimeMS, fixed when the cursor is made). The newest event (or
+  // a marker) is the first one read: a spurious wake-up. Throws Error (69) when the server cannot do that.
   [[nodiscard]] virtual std::unique_ptr<EventFeed> follow_events(Millis await) = 0;
 
   // --- run history (history.hpp), in its own collection "<collection>_runs" ---------------------------

@@ -9,6 +9,10 @@
 
 namespace mongolock {
 
+namespace {
+constexpr int k_refollow_limit = 3; // a waiter makes its event cursor anew at most this often, then polls
+} // namespace
+
 std::string slot_program(std::string_view name, int slot) {
   return slot > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
 }
@@ -185,7 +189,9 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       request.ticket = queue->ticket_of(request.name);
     }
     if (!attempt_all(queued, false, outcome)) return false;
-    outcome.queue = std::move(queue); // the caller deletes the tickets
+    // The caller closes the cursor and deletes the tickets, after the handover.
+    outcome.queue = std::move(queue);
+    outcome.feed = std::move(feed);
     return true;
   };
   bool head = false;                    // first in line on every name; stays so (later tickets get a higher seq)
@@ -194,9 +200,16 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
   bool quiet = false;                   // the last wait ended without an event (FerretDB v1 may have lost one: check)
   bool retried = false;                 // the head found the lock free right after a failed attempt, and tried again
   auto takeover_at = ServerTime::max(); // the head: when the busy lock may be taken over without an event
+  int refollowed = 0;                   // times the event cursor failed and was made anew
   auto checked = LeaseClock::now();
   for (;;) {
-    if (!queue->keep_alive()) {
+    if (!head && queue->head()) {
+      head = true; // wake-up events named every ticket that was ahead
+      m_log.debugf("first in the queue: the waiters ahead have left");
+    }
+    // A woken head tries first and renews its tickets after (not in the handover).
+    const bool woken_head = head && try_now;
+    if (!woken_head && !queue->keep_alive()) {
       head = false; // rejoined at the back
       reread = true;
     }
@@ -207,11 +220,9 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
                            LeaseClock::now() - checked >= policy.queue.push_recheck ||
                            m_store.clock().now() >= queue->next_expiry();
       if (recheck) {
-        (void)queue->at_head();
+        head = queue->at_head();
         checked = LeaseClock::now();
       }
-      head = queue->head();
-      if (head && !recheck) m_log.debugf("first in the queue: the waiters ahead have left");
     }
     reread = false;
     takeover_at = ServerTime::max();
@@ -230,6 +241,7 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       }
       outcome.held = busy.name.empty() ? names.front() : busy.name;
       takeover_at = busy.takeover_at;
+      if (woken_head && !queue->keep_alive()) head = false; // rejoined at the back
     } else {
       outcome.held = names.front();
     }
@@ -263,8 +275,22 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
           }
         }
       } catch (const Error& e) {
-        m_log.debugf("push wake-ups stopped ({}); polling every {}", e.what(), format_duration(policy.queue.poll));
+        // A capped collection drops old events, and with them a cursor's place (MongoDB: CappedPositionLost;
+        // FerretDB v1: its trim once a minute): follow anew, a few times, and check at once (an event may
+        // have been missed); then poll.
         feed.reset();
+        if (++refollowed <= k_refollow_limit) {
+          try {
+            feed = m_store.follow_events(policy.queue.push_check);
+            m_log.debugf("push wake-ups failed ({}); following the events anew", e.what());
+          } catch (const Error& again) {
+            m_log.debugf("push wake-ups failed ({}, then {})", e.what(), again.what());
+          }
+        }
+        if (!feed) m_log.debugf("push wake-ups stopped; polling every {}", format_duration(policy.queue.poll));
+        try_now = head;
+        reread = !head;
+        quiet = false;
       }
       if (!sleep(Millis(0))) {
         outcome.interrupted = true;

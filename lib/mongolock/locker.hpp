@@ -48,9 +48,14 @@ struct AcquireOutcome {
   std::vector<LockRecord> locks; // every lock taken, in request order; empty when not acquired
   std::string held;              // not acquired: the name that was held
   bool interrupted = false;      // not acquired: the sleeper stopped the wait
-  // Taken from the queue: the waiter's tickets, deleted when this is reset or destroyed (run resets it
-  // once its command has started, so deleting them is not part of the handover).
+  // Taken from the queue: the waiter's tickets and its cursor on the wake-up events, deleted and closed
+  // by leave_queue() or on destruction (run leaves once its command has started: not in the handover).
   std::unique_ptr<WaitQueue> queue;
+  std::unique_ptr<EventFeed> feed;
+  void leave_queue() {
+    feed.reset();
+    queue.reset();
+  }
 };
 
 struct ReleaseOutcome {
