@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The queue of waiters (--wait): waiters get the lock in arrival order; a killed waiter holds up the
-# queue no longer than its ticket lease; a --wait timeout and a SIGTERM remove the ticket; a dead
-# holder's lock passes to the head after TTL + grace; slots and several names keep the order; status and
-# list show the queue.
+# queue no longer than its ticket lease; a --wait timeout and a signal (run and acquire) remove the
+# ticket; break and a release during --min-hold wake the head; a dead holder's lock passes to the head
+# after TTL + grace; slots and several names keep the order; status and list show the queue.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 HOLDER="$HOST:4242" # a holder identity other than any caller here
