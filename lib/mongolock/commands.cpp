@@ -211,7 +211,8 @@ public:
 
   // Writes the record of outcome `outcome` (history through `store`; the metrics file) and returns
   // `exit_code`. A null `store` means the server did not answer just now (or was never reached): the
-  // history is not tried, since it would only hold up the exit (a warning says so unless the outcome is error). `ended` is when the whole job ended (LeaseClock), when known. Never throws.
+  // history is not tried, since it would only hold up the exit (a warning says so unless the outcome is error). `ended`
+  // is when the whole job ended (LeaseClock), when known. Never throws.
   int finish(LockStore* store, Outcome outcome, int exit_code, std::optional<LocalTime> ended = std::nullopt,
              int signal = 0, std::string held_by = {}) noexcept {
     if (m_finished) return exit_code;
@@ -491,8 +492,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   } else if (result.command_status == 0 && released == RunRelease::failed) {
     code = k_exit_unavailable;
   }
-  return recorder.finish(released == RunRelease::failed ? nullptr : &store, what, code, ended,
-                         result.command_signal);
+  return recorder.finish(released == RunRelease::failed ? nullptr : &store, what, code, ended, result.command_signal);
 }
 
 } // namespace
