@@ -418,6 +418,13 @@ read_doc() {
 }
 doc_field() { sed -n "s/^$1=//p" "$T/doc"; }
 
+# json FILE PYTHON-EXPRESSION: prints the expression evaluated with d = the JSON document in FILE (lists,
+# objects, booleans and null as JSON; strings and numbers as they are).
+json() {
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = eval(sys.argv[2]); print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "$2" ||
+    fail_with "cannot evaluate $2 on the JSON" json "$1"
+}
+
 # Number of lock documents in the suite's collection.
 doc_count() { python3 "$ITEST_DIR/mongo.py" count; }
 

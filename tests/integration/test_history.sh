@@ -17,12 +17,6 @@ export MONGOLOCK_HISTORY_PURGE_EVERY=1000000000
 # The reference parser of the text format lives in Debian's python3 (python3-prometheus-client).
 PROM_PYTHON=/usr/bin/python3
 
-# json FILE PYTHON-EXPRESSION: prints the expression evaluated with d = the JSON document in FILE.
-json() {
-  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = eval(sys.argv[2]); print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "$2" ||
-    fail_with "cannot evaluate $2 on the JSON" json "$1"
-}
-
 # runs NAME: the stored runs of NAME, newest first, as JSON in $T/runs.
 runs() { python3 "$ITEST_DIR/mongo.py" runs "$@" >"$T/runs" || fail "cannot read the run history"; }
 
@@ -196,37 +190,39 @@ status_and_list_show_the_last_run() {
   assert_matches "$OUT" "^last run: ok on $HOST:$BG_PID, "
 }
 
+# commands_of WANT-EXIT ARGS...: runs mongolock ARGS with its command count on, checks the exit status and
+# prints how many server commands it sent (its stderr stays in $ERR).
+commands_of() {
+  local want=$1
+  shift
+  expect_exit "$want" -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" "$@"
+  sed -n 's/.*server commands: \([0-9]*\) .*/\1/p' "$ERR" | grep . || fail_with "no command count" stderr "$ERR"
+}
+
 no_history_and_command_count() {
-  local name
+  local name without with
   name=$(lock_name)
   expect_exit 0 -- ml run "$name" --no-history -- true
   runs "$name"
   assert_eq "$(json "$T/runs" 'len(d)')" "0" "runs stored with --no-history"
   # One extra command per run: compare the commands sent with and without the history.
-  MONGOLOCK_DEBUG_COMMANDS=1 ml run "$name" --no-history -- true 2>"$T/without"
-  MONGOLOCK_DEBUG_COMMANDS=1 ml run "$name" -- true 2>"$T/with"
-  local without with
-  without=$(sed -n 's/.*server commands: \([0-9]*\) .*/\1/p' "$T/without")
-  with=$(sed -n 's/.*server commands: \([0-9]*\) .*/\1/p' "$T/with")
-  [[ -n $without && -n $with ]] || fail_with "no command counts" without "$T/without" with "$T/with"
+  without=$(commands_of 0 run "$name" --no-history -- true)
+  with=$(commands_of 0 run "$name" -- true)
   assert_eq "$with" "$((without + 1))" "commands of a run with history (without: $without)"
-  grep -q 'insert 2' "$T/with" || fail_with "expected 2 inserts (lock, history)" with "$T/with"
+  assert_matches "$ERR" "insert 2[,)]" # the lock and the history
   # A skipped run adds one insert too.
   ml acquire "$name" --process "$HOST:4242" >/dev/null
-  MONGOLOCK_DEBUG_COMMANDS=1 ml run "$name" --no-history -- true 2>"$T/without" || true
-  MONGOLOCK_DEBUG_COMMANDS=1 ml run "$name" -- true 2>"$T/with" || true
-  without=$(sed -n 's/.*server commands: \([0-9]*\) .*/\1/p' "$T/without")
-  with=$(sed -n 's/.*server commands: \([0-9]*\) .*/\1/p' "$T/with")
+  without=$(commands_of 75 run "$name" --no-history -- true)
+  with=$(commands_of 75 run "$name" -- true)
   assert_eq "$with" "$((without + 1))" "commands of a skipped run with history (without: $without)"
+  assert_matches "$ERR" "insert 2[,)]" # the refused lock insert and the history
   # A multi-name run: one document per name, in that one insert.
   local a b
   a=$(lock_name a)
   b=$(lock_name b)
-  MONGOLOCK_DEBUG_COMMANDS=1 ml run "$a" "$b" --no-history -- true 2>"$T/without"
-  MONGOLOCK_DEBUG_COMMANDS=1 ml run "$a" "$b" -- true 2>"$T/with"
-  without=$(sed -n 's/.*server commands: \([0-9]*\) .*/\1/p' "$T/without")
-  with=$(sed -n 's/.*server commands: \([0-9]*\) .*/\1/p' "$T/with")
-  assert_eq "$with" "$((without + 1))" "commands of a two-name run with history"
+  without=$(commands_of 0 run "$a" "$b" --no-history -- true)
+  with=$(commands_of 0 run "$a" "$b" -- true)
+  assert_eq "$with" "$((without + 1))" "commands of a two-name run with history (without: $without)"
   runs "$a"
   assert_eq "$(json "$T/runs" 'len(d)')" "1" "runs of the first name"
   runs "$b"

@@ -240,8 +240,7 @@ mongolock_stopped_guardian_stops_job() {
   assert_held_by "$name" "$HOST:1" # mongolock's exit left the new holder's lock alone
   # The server answered all along: the run is in the history as lease-lost.
   python3 "$ITEST_DIR/mongo.py" runs "$name" >"$T/runs"
-  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert [(r["outcome"], r["exit_code"]) for r in d] == [("lease-lost", 76)], d' \
-    "$T/runs" || fail_with "the run history" runs "$T/runs"
+  assert_eq "$(json "$T/runs" '[[r["outcome"], r["exit_code"]] for r in d]')" '[["lease-lost", 76]]' "the run history"
 }
 
 # The same with --on-lost kill: the guardian kills the job at once (no SIGTERM).

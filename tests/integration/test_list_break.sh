@@ -12,12 +12,6 @@ trap 'MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_fences python3 "$ITEST_DIR/mo
 # The JSON fields of a lock object (status --json locks[], list --json elements).
 LOCK_FIELDS="name program slot state holder host user command acquired_at renewed_at expires_at expires_in_ms ttl_ms hold_until released_at fence holder_alive"
 
-# json FILE PYTHON-EXPRESSION: prints the expression evaluated with d = the JSON document in FILE.
-json() {
-  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = eval(sys.argv[2]); print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "$2" ||
-    fail_with "cannot evaluate $2 on the JSON" json "$1"
-}
-
 # The line of `list` output file $1 whose first column is $2.
 list_line() { awk -v n="$2" '$1 == n' "$1"; }
 

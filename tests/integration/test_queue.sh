@@ -8,11 +8,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 HOLDER="$HOST:4242" # a holder identity other than any caller here
 TICKET_LEASE_MS=4000 # QueueTiming::ticket_lease
 
-json() {
-  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = eval(sys.argv[2]); print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "$2" ||
-    fail_with "cannot evaluate $2 on the JSON" json "$1"
-}
-
 tickets() { python3 "$ITEST_DIR/mongo.py" tickets "$1"; }
 ticket_count() { tickets "$1" | wc -l; }
 tickets_are() { [[ $(ticket_count "$1") == "$2" ]]; } # NAME N

@@ -6,12 +6,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 HOLDER="$HOST:4242" # a holder identity other than any caller here
 
-# json FILE PYTHON-EXPRESSION: prints the expression evaluated with d = the JSON document in FILE.
-json() {
-  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); v = eval(sys.argv[2]); print(json.dumps(v) if isinstance(v, (dict, list, bool)) or v is None else v)' "$1" "$2" ||
-    fail_with "cannot evaluate $2 on the JSON" json "$1"
-}
-
 # Milliseconds until lock $1 expires, from status --json (its first document).
 expires_in_ms() {
   ml status "$1" --json >"$T/status.json" || true
