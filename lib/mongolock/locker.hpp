@@ -113,6 +113,14 @@ public:
 
   [[nodiscard]] LockStore& store() { return m_store; }
 
+  // The holder's side of push wake-ups: for each of `locks` (held by this process) not yet marked
+  // `waiters`, reads the queue of its name (one find for all of them) and, when a live ticket waits,
+  // marks the lock itself (one update by _id + token + unexpired: a holder-only write), so that its
+  // release appends the wake-up event. Sets lock.waiters on success. Returns the number marked. Waiters
+  // never write a lock document (on FerretDB v1 their update could roll back this holder's renewal).
+  // Throws Error (69) when the server fails; nothing depends on it but how soon a waiter is woken.
+  int mark_if_waited(std::vector<LockRecord>& locks);
+
   // Deletes the one document `which` selects (findAndModify remove); when it was marked `waiters`, then
   // appends a wake-up event naming its ticket (a failure of that is only logged). True when one was
   // deleted. Release and break use it. Throws Error (69) when the delete fails.
@@ -125,13 +133,12 @@ private:
   bool attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome);
   // The first request whose name has no free slot (one find per name): its name ("" when every one has
   // one) and when (server time) its first taken slot may be taken over (expires_at + takeover grace; no
-  // event tells of it). With `mark`, marks the live documents of a busy name `waiters` (one update each,
-  // once per document), so that their release appends a wake-up event.
+  // event tells of it). Reads only: a waiter never writes the holder's document.
   struct Busy {
     std::string name;
     ServerTime takeover_at = ServerTime::max();
   };
-  Busy busy_name(const std::vector<AcquireRequest>& requests, bool mark);
+  Busy busy_name(const std::vector<AcquireRequest>& requests);
 
   LockStore& m_store;
   const Log& m_log;

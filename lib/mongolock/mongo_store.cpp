@@ -273,7 +273,15 @@ void on_command_started(const mongoc_apm_command_started_t* event) {
   auto* monitor = static_cast<CommandMonitor*>(mongoc_apm_command_started_get_context(event));
   const std::string name = mongoc_apm_command_started_get_command_name(event);
   ++monitor->counts[name];
-  monitor->log.debugf("command {} sent", name);
+  // The collection a CRUD command targets is the value of its first field: shown so that -v tells who
+  // writes which collection (tests check that a waiter never writes a lock document).
+  bson_iter_t it;
+  const bson_t* command = mongoc_apm_command_started_get_command(event);
+  if (command != nullptr && bson_iter_init(&it, command) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it)) {
+    monitor->log.debugf("command {} sent to {}", name, bson_iter_utf8(&it, nullptr));
+  } else {
+    monitor->log.debugf("command {} sent", name);
+  }
 }
 
 void on_command_succeeded(const mongoc_apm_command_succeeded_t* event) {
