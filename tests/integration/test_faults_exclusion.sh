@@ -130,10 +130,38 @@ slow_acquisition_past_the_deadline() {
   done
 }
 
+# The queue's own rule (only the head takes the lock) under a slow network: waiter w1 (through the proxy)
+# joins first, w2 second; then w1's messages are delayed 600 ms each way, so its next ticket renewal is
+# answered after 1.2 s. Such a renewal may have raced another waiter's delete of the ticket as dead, so
+# it does not count: w1 joins again at the back, and w2 gets the lock first.
+slow_ticket_renewal_rejoins_at_the_back() {
+  local name w1 w2
+  server_start
+  proxy_start
+  name=$(lock_name q)
+  ml acquire "$name" --process "$HOST:4242" >/dev/null
+  start_bg w1 "$MONGOLOCK_BIN" -v --uri "$PROXY_URI" run "$name" --wait 60s -- sh -c 'echo w1 >>"$1/order"' _ "$T"
+  w1=$BG_PID
+  wait_until 10 eval '[[ $(python3 "$ITEST_DIR/mongo.py" tickets "$name" | wc -l) == 1 ]]'
+  start_bg w2 ml run "$name" --wait 60s -- sh -c 'echo w2 >>"$1/order"' _ "$T"
+  w2=$BG_PID
+  wait_until 10 eval '[[ $(python3 "$ITEST_DIR/mongo.py" tickets "$name" | wc -l) == 2 ]]'
+  proxy delay 600
+  wait_until 15 grep -q "the queue ticket of '$name' was lost (its renewal took" "$T/w1.err"
+  proxy pass
+  expect_exit 0 -- ml release "$name" --process "$HOST:4242"
+  expect_exit_code 0 "$w2" w2 30
+  expect_exit_code 0 "$w1" w1 30
+  assert_eq "$(tr '\n' ' ' <"$T/order")" "w2 w1 " "order of the grants"
+  result "a ticket renewal answered after $(sed -n "s/.*its renewal took \([^,]*\),.*/\1/p" "$T/w1.err" | head -n 1): the waiter rejoined at the back"
+}
+
 run_case "a partition right after a renewal, with a head waiter queued: no overlap, no waiter write" \
   partition_after_a_renewal_with_a_waiter
 run_case "stopped between the insert and the spawn (two names): exit 76, the job never starts" \
   stopped_between_insert_and_spawn
 run_case "an acquisition slower than the renew deadline: exit 76, the job never starts" \
   slow_acquisition_past_the_deadline
+run_case "a ticket renewal answered after 1 s does not count: the waiter rejoins at the back" \
+  slow_ticket_renewal_rejoins_at_the_back
 finish
