@@ -76,7 +76,8 @@ std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
 // Reports who holds the lock that was not acquired; `held_by` (when given) gets the first holder's host:pid.
 int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log,
                 std::string* held_by = nullptr) {
-  const auto holders = locker.holders(outcome.held);
+  // The holders the attempt read (no second round trip); read them when it did not (e.g. a --wait).
+  const auto holders = outcome.holders.empty() ? locker.holders(outcome.held) : outcome.holders;
   if (held_by != nullptr && !holders.empty()) *held_by = holders.front().process;
   if (holders.empty()) {
     // The holder released between our attempt and this read; the name was held when we tried.

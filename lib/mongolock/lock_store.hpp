@@ -146,11 +146,6 @@ public:
   // same program (MongoDB error 11000: duplicate key), true when inserted.
   [[nodiscard]] virtual bool insert(LockRecord& lock) = 0;
 
-  // Deletes at most one document of `program` whose expires_at <= `expired_at_or_before` and returns it
-  // (findAndModify with remove: one command); nullopt when none matched.
-  [[nodiscard]] virtual std::optional<LockRecord> purge_expired(std::string_view program,
-                                                                ServerTime expired_at_or_before) = 0;
-
   // Deletes at most one document matching `which`. Returns the number deleted (0 or 1).
   [[nodiscard]] virtual std::int64_t remove(const LockSelector& which) = 0;
 

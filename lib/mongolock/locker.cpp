@@ -17,7 +17,8 @@ std::string slot_program(std::string_view name, int slot) {
   return slot > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
 }
 
-std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index) {
+std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index,
+                                              std::vector<LockRecord>* seen) {
   (void)m_store.clock(); // connect first, so the server's time is read right after the handshake
   if (ensure_index) m_store.ensure_indexes();
   LockRecord lock;
@@ -53,6 +54,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   };
 
   bool acquired = false;
+  if (seen != nullptr) seen->clear();
   for (int slot = 1; slot <= request.slots && !acquired; ++slot) {
     lock.program = slot_program(request.name, slot);
     lock.slot = request.slots > 1 ? slot : 0;
@@ -60,13 +62,25 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
     lock.id.clear();
     acquired = insert();
     if (acquired) break;
-    if (const auto purged = m_store.purge_expired(lock.program, m_store.clock().now() - request.takeover_grace)) {
+    // Held: read the holder (one find, which the message needs anyway) and purge it only when it expired
+    // more than the takeover grace ago, by its _id: a live holder costs no write.
+    const auto current = m_store.find(lock.program);
+    const auto expired_by = m_store.clock().now() - request.takeover_grace;
+    if (current && current->expires_at > expired_by) {
+      if (seen != nullptr) seen->push_back(*current);
+      continue;
+    }
+    std::optional<LockRecord> purged;
+    if (current) purged = m_store.remove_returning(LockSelector{.program = lock.program, .id = current->id,
+                                                                .expired_by = expired_by});
+    if (current && !purged) continue; // renewed or taken over meanwhile: held
+    if (purged) {
       m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", lock.program));
       // Waiters queued for the purged lock still wait: the release of this one must wake them.
       lock.waiters = lock.waiters || purged->waiters;
-      lock.id.clear();
-      acquired = insert();
     }
+    lock.id.clear();
+    acquired = insert(); // purged, or released between the insert and the read: once more
   }
   if (!acquired) return std::nullopt;
 
@@ -98,7 +112,7 @@ void Locker::release_quietly(const LockRecord& lock) {
 bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome) {
   try {
     for (const auto& request : requests) {
-      auto lock = try_acquire(request, ensure_index);
+      auto lock = try_acquire(request, ensure_index, &outcome.holders);
       if (!lock) {
         outcome.held = request.name;
         break;
@@ -254,10 +268,12 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
         continue;
       }
       outcome.held = busy.name.empty() ? names.front() : busy.name;
+      outcome.holders.clear(); // they may be of another name: the message reads them
       takeover_at = busy.takeover_at;
       if (woken_head && !queue->keep_alive()) head = false; // rejoined at the back
     } else {
       outcome.held = names.front();
+      outcome.holders.clear();
     }
     const auto now = LeaseClock::now();
     if (!forever && now >= deadline) return outcome;

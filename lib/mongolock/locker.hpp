@@ -47,6 +47,8 @@ using Sleeper = std::function<bool(Millis)>;
 struct AcquireOutcome {
   std::vector<LockRecord> locks; // every lock taken, in request order; empty when not acquired
   std::string held;              // not acquired: the name that was held
+  std::vector<LockRecord> holders; // not acquired: the live documents of `held` read by the last attempt (its
+                                   // slots' holders, for the message; empty when it was not read)
   bool interrupted = false;      // not acquired: the sleeper stopped the wait
   // Taken from the queue: the waiter's tickets and its cursor on the wake-up events, deleted and closed
   // by leave_queue() or on destruction (run leaves once its command has started: not in the handover).
@@ -68,12 +70,15 @@ public:
   Locker(LockStore& store, const Log& log) : m_store(store), m_log(log) {}
 
   // One acquisition attempt on each slot in turn (slot_program()). With `ensure_index`, first creates the unique index
-  // (createIndexes). Per slot: insert; on duplicate key, purge an expired lock and insert again. With --fence, then
-  // allocates a fencing token and stores it. Returns the new lock, or nullopt when every slot is held. Server commands
-  // for a free plain lock: insert (+ createIndexes); when held: insert + delete per slot. Throws Error (exit 69) on
-  // server errors; when an insert failed in a way that may still have written it, first tries to delete
-  // that exact acquisition.
-  [[nodiscard]] std::optional<LockRecord> try_acquire(const AcquireRequest& request, bool ensure_index = true);
+  // (createIndexes). Per slot: insert; on duplicate key, read the document and, only when it expired more than the
+  // takeover grace ago, delete it by its _id (findAndModify, still only while expired that long) and insert again.
+  // With --fence, then allocates a fencing token and stores it. Returns the new lock, or nullopt when every slot is
+  // held; then `seen` (when given) holds the live documents read (for messages: no second read). Server commands
+  // for a free plain lock: insert (+ createIndexes); when held by a live holder: insert + find per slot, one
+  // write; an expired one: insert, find, findAndModify, insert. Throws Error (exit 69) on server errors; when an
+  // insert failed in a way that may still have written it, first tries to delete that exact acquisition.
+  [[nodiscard]] std::optional<LockRecord> try_acquire(const AcquireRequest& request, bool ensure_index = true,
+                                                      std::vector<LockRecord>* seen = nullptr);
 
   // Acquires every request (callers sort the names, so that all take them in one order) or none: when a
   // name is held, releases those taken so far. Without policy.wait that is one attempt. With it: when

@@ -627,10 +627,6 @@ bool MongoStore::insert(LockRecord& lock) {
   impl.fail(fmt::format("insert of lock '{}'", lock.program), error);
 }
 
-std::optional<LockRecord> MongoStore::purge_expired(std::string_view program, ServerTime expired_at_or_before) {
-  return remove_returning(LockSelector{.program = std::string(program), .expired_by = expired_at_or_before});
-}
-
 std::int64_t MongoStore::remove(const LockSelector& which) {
   auto& impl = *m_impl;
   impl.connect();
