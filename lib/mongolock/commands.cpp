@@ -85,10 +85,11 @@ int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcom
   } else if (holders.size() == 1 && holders.front().slot <= 1) {
     log.info(fmt::format("lock '{}' is {}", outcome.held, locker.describe_holder(holders.front())));
   } else {
-    log.info(fmt::format("all {} slots of lock '{}' are held:", holders.size(), outcome.held));
-    for (const auto& h : holders) {
-      log.info(fmt::format("  slot {} {}", std::max(h.slot, 1), locker.describe_holder(h)));
-    }
+    // One line, as every message: the slots one after another.
+    std::string slots;
+    for (const auto& h : holders)
+      slots += fmt::format("{}slot {} {}", slots.empty() ? "" : "; ", std::max(h.slot, 1), locker.describe_holder(h));
+    log.info(fmt::format("all {} slots of lock '{}' are held: {}", holders.size(), outcome.held, slots));
   }
   return global.conflict_exit_code;
 }

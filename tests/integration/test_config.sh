@@ -214,8 +214,15 @@ unknown_key_refused() {
   assert_error_line "$T/config:2: key 'db' does not belong in [run]; set it before any section (a global option)"
   printf '[acquir]\nttl = "1h"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
-  assert_error_line "$T/config:2: unknown section [acquir] of key 'ttl'"
-  assert_contains "$ERR" "(did you mean [acquire]?)"
+  assert_error_line "$T/config:1: unknown section [acquir]; the sections are [acquire], [release], [renew], [run], [status], [list], [history], [break], [doctor], [init], [completion] (did you mean [acquire]?)"
+  # A section that is not a command is refused even when it holds no key (it was accepted silently).
+  printf '# nothing here yet\n[run]\n\n[histroy]\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_contains "$ERR" "$T/config:4: unknown section [histroy]"
+  assert_contains "$ERR" "(did you mean [history]?)"
+  # Every command has its section: empty ones are fine.
+  printf '[history]\n[doctor]\n[init]\n[completion]\n[status]\n' >"$T/config"
+  expect_exit 1 -- mli --config "$T/config" status "$name" # read, and free
   # A key set twice, a key only the command line may set, a value the option refuses.
   printf 'db = "a"\ncollection = "c"\ndb = "b"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
