@@ -48,6 +48,18 @@ public:
   [[nodiscard]] LocalTime local_at(ServerTime t) const { return m_anchor + (t - m_server_at_anchor); }
   // The server's time now.
   [[nodiscard]] ServerTime now() const { return at(LeaseClock::now()); }
+
+  // The bounds of the estimate: the server's clock read between earliest(t) and latest(t) at local time t
+  // (at(t) -/+ round_trip / 2 + 1ms: the hello may have been stamped anywhere in its round trip). The
+  // protocol writes expiries from latest(), so a lease never looks shorter to others than its holder
+  // counts it, and decides takeovers (an expired lock, a dead ticket) from earliest(), so nothing is
+  // taken over before its expiry on the server's clock, however asymmetric the handshake's delays were.
+  [[nodiscard]] ServerTime earliest(LocalTime t) const { return at(t) - uncertainty(); }
+  [[nodiscard]] ServerTime latest(LocalTime t) const { return at(t) + uncertainty(); }
+  [[nodiscard]] ServerTime earliest_now() const { return earliest(LeaseClock::now()); }
+  [[nodiscard]] ServerTime latest_now() const { return latest(LeaseClock::now()); }
+  // Half the round trip plus localTime's 1ms resolution.
+  [[nodiscard]] Millis uncertainty() const { return m_round_trip / 2 + Millis(1); }
   // How far the server's clock is ahead of this host's wall clock (negative: behind), now.
   [[nodiscard]] Millis offset_from_local_wall_clock() const;
   // The local monotonic time of the observation.

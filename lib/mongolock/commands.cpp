@@ -119,21 +119,18 @@ auto on_name_or_slot(Locker& locker, LockSelector& which, const Attempt& attempt
   return result;
 }
 
-// After `renew`: when waiters are queued for the lock, the holder marks it `waiters` (by its token or
-// holder, and unexpired: a holder-only write), so that its release wakes them. One find, and one update
-// when someone waits; a failure is only logged (the waiters then notice by polling).
-void mark_renewed_if_waited(Locker& locker, const LockSelector& which, const Log& log) {
+// Before `renew`: true when waiters are queued for lock `name`, so that the renewal marks it `waiters`
+// too (in its one update: the holder never sends a second one) and its release wakes them. One find; a
+// failure is only logged (the waiters then notice by polling).
+bool waiters_queued(Locker& locker, const std::string& name, const Log& log) {
   try {
     auto& store = locker.store();
-    const auto now = store.clock().now();
-    const auto tickets = store.tickets({which.program.substr(0, which.program.find('#'))});
-    if (std::none_of(tickets.begin(), tickets.end(), [&](const TicketRecord& t) { return t.expires_at > now; })) return;
-    auto live = which;
-    live.expires_after = now;
-    live.not_released = true;
-    if (store.mark_waiters(live) == 1) log.debugf("marked lock '{}': waiters are queued, its release wakes them", which.program);
+    const auto now = store.clock().earliest_now();
+    const auto tickets = store.tickets({name});
+    return std::any_of(tickets.begin(), tickets.end(), [&](const TicketRecord& t) { return t.expires_at > now; });
   } catch (const Error& e) {
     log.debugf("could not read the queue of waiters: {}", e.what());
+    return false;
   }
 }
 
@@ -391,8 +388,9 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
   auto which = holder_selector(options.name, options.token, options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
+  const bool mark = waiters_queued(locker, options.name, log);
   const auto expires = on_name_or_slot(
-      locker, which, [&](const LockSelector& w) { return locker.renew(w, options.ttl); },
+      locker, which, [&](const LockSelector& w) { return locker.renew(w, options.ttl, mark); },
       [](const std::optional<ServerTime>& e) { return e.has_value(); });
   if (!expires) {
     const auto holders = locker.holders(options.name);
@@ -405,7 +403,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
     refuse_not_holder(locker, options.name, options.token ? "the given token" : *which.process, "renewed");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
-  mark_renewed_if_waited(locker, which, log);
+  if (mark) log.debugf("marked lock '{}': waiters are queued, its release wakes them", which.program);
   return k_exit_ok;
 }
 

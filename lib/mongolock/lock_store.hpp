@@ -36,6 +36,10 @@ struct LockRecord {
                                          // release appends a wake-up event (queue.hpp). Set only by the
                                          // holder: at its insert (taken from the queue) or after it read the
                                          // queue (Locker::mark_if_waited), never by a waiter
+  bool mark_next = false;                // not stored: the holder saw waiters; its next renewal sets `waiters`
+  LocalTime sent{};                      // not stored: the local time (LeaseClock) at which this holder sent
+                                         // the insert or its last successful renewal; the lease's renew
+                                         // deadline counts from it
   std::string ticket;                    // [ticket] taken from the queue: the _id of the holder's queue ticket
                                          // of this name (deleted once the lock was taken); "" otherwise. The
                                          // wake-up event of its release names it (WakeEvent)
@@ -50,6 +54,7 @@ struct LockSelector {
   std::optional<ServerTime> expires_after = std::nullopt; // expires_at > this (the lease has not run out)
   std::optional<ServerTime> hold_ends_by = std::nullopt;  // hold_until <= this (no minimum hold left)
   std::optional<ServerTime> expired_by = std::nullopt;    // expires_at <= this (expired that long ago)
+  std::optional<ServerTime> renewed_before = std::nullopt; // renewed_at < this (a renewal never undoes a newer one)
   bool not_released = false;                              // released_at does not exist
 };
 
@@ -149,10 +154,11 @@ public:
   // Deletes at most one document matching `which`. Returns the number deleted (0 or 1).
   [[nodiscard]] virtual std::int64_t remove(const LockSelector& which) = 0;
 
-  // Sets expires_at, renewed_at and ttl_ms of the one document matching `which`.
+  // Sets expires_at, renewed_at and ttl_ms of the one document matching `which`, and waiters: true with
+  // `mark_waiters` (the holder saw the queue: one write, not a second update of the document).
   // Returns the number of documents matched (0: the lease is gone, 1: renewed).
   [[nodiscard]] virtual std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
-                                           Millis ttl) = 0;
+                                           Millis ttl, bool mark_waiters = false) = 0;
 
   // Sets released_at and expires_at of the one document matching `which` (a release during the minimum
   // hold). Returns the number of documents matched (0 or 1).
@@ -212,13 +218,6 @@ public:
   // Deletes at most one document matching `which` and returns it (findAndModify with remove: one
   // command, like remove()); nullopt when none matched.
   [[nodiscard]] virtual std::optional<LockRecord> remove_returning(const LockSelector& which) = 0;
-
-  // Sets waiters: true on the one document matching `which`. Returns the number matched (0 or 1).
-  // Only the holder calls it, on its own lock (`which` names _id and token, and expires_after): nothing but
-  // the holder ever updates a lock document, because on servers whose updates read the document and write
-  // it back whole (FerretDB v1), a second writer's update can roll back the holder's renewal (issue #19;
-  // ARCHITECTURE.md, "Who writes a lock document").
-  [[nodiscard]] virtual std::int64_t mark_waiters(const LockSelector& which) = 0;
 
   // Appends a wake-up event {name, ticket, t} to the capped collection "<collection>_events" (one insert);
   // `ticket` as in WakeEvent ("" leaves the field out).

@@ -32,7 +32,9 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   lock.ticket = request.ticket;
 
   const auto insert = [&] {
-    const auto now = m_store.clock().now();
+    // Times from the latest the server's clock can read: the lease never looks shorter to others.
+    lock.sent = LeaseClock::now();
+    const auto now = m_store.clock().latest(lock.sent);
     lock.acquired_at = now;
     lock.renewed_at = now;
     lock.expires_at = now + request.ttl;
@@ -65,7 +67,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
     // Held: read the holder (one find, which the message needs anyway) and purge it only when it expired
     // more than the takeover grace ago, by its _id: a live holder costs no write.
     const auto current = m_store.find(lock.program);
-    const auto expired_by = m_store.clock().now() - request.takeover_grace;
+    const auto expired_by = m_store.clock().earliest_now() - request.takeover_grace; // expired for sure
     if (current && current->expires_at > expired_by) {
       if (seen != nullptr) seen->push_back(*current);
       continue;
@@ -135,7 +137,7 @@ bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensur
 
 Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
   for (const auto& request : requests) {
-    const auto now = m_store.clock().now();
+    const auto now = m_store.clock().earliest_now(); // a lock counts as free only once expired for sure
     std::map<std::string, ServerTime> taken; // program -> when it may be taken over
     for (const auto& lock : m_store.list(request.name)) {
       if (lock.expires_at <= now - request.takeover_grace) continue;
@@ -156,22 +158,22 @@ Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
 int Locker::mark_if_waited(std::vector<LockRecord>& locks) {
   std::vector<std::string> names;
   for (const auto& lock : locks) {
-    if (!lock.waiters && std::find(names.begin(), names.end(), lock.name) == names.end()) names.push_back(lock.name);
+    if (!lock.waiters && !lock.mark_next && std::find(names.begin(), names.end(), lock.name) == names.end()) {
+      names.push_back(lock.name);
+    }
   }
   if (names.empty()) return 0;
-  const auto now = m_store.clock().now();
+  const auto now = m_store.clock().earliest_now();
   std::vector<std::string> waited;
   for (const auto& ticket : m_store.tickets(names)) {
     if (ticket.expires_at > now) waited.push_back(ticket.name);
   }
   int marked = 0;
   for (auto& lock : locks) {
-    if (lock.waiters || std::find(waited.begin(), waited.end(), lock.name) == waited.end()) continue;
-    const LockSelector mine{.program = lock.program, .id = lock.id, .token = lock.token, .expires_after = now};
-    if (m_store.mark_waiters(mine) != 1) continue; // the lease is gone: the heartbeat finds out
-    lock.waiters = true;
+    if (lock.waiters || lock.mark_next || std::find(waited.begin(), waited.end(), lock.name) == waited.end()) continue;
+    lock.mark_next = true; // set by the next renewal: the holder's one update, never a second one
     ++marked;
-    m_log.debugf("marked lock '{}': waiters are queued, its release wakes them", lock.program);
+    m_log.debugf("waiters are queued for lock '{}': the next renewal marks it", lock.program);
   }
   return marked;
 }
@@ -246,7 +248,7 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       // when the first ticket ahead expires unless renewed (a dead waiter's: no event tells of it).
       const bool recheck = reread || !feed || (quiet && queue->position() <= 2) ||
                            LeaseClock::now() - checked >= policy.queue.push_recheck ||
-                           m_store.clock().now() >= queue->next_expiry();
+                           m_store.clock().earliest_now() >= queue->next_expiry();
       if (recheck) {
         head = queue->at_head();
         checked = LeaseClock::now();
@@ -281,7 +283,7 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     if (!forever) pause = std::min(pause, std::chrono::ceil<Millis>(deadline - now));
     if (takeover_at != ServerTime::max()) {
       // The busy lock's expiry + grace (a dead holder, the end of a minimum hold): check then, not later.
-      pause = std::clamp(std::chrono::ceil<Millis>(takeover_at - m_store.clock().now()), Millis(1), pause);
+      pause = std::clamp(std::chrono::ceil<Millis>(takeover_at - m_store.clock().earliest_now()), Millis(1), pause);
     }
     if (head) {
       m_log.debugf("'{}' is held; trying again in {} (first in the queue)", outcome.held, format_duration(pause));
@@ -348,7 +350,7 @@ bool Locker::remove_and_wake(const LockSelector& which) {
 }
 
 ReleaseOutcome Locker::release(const LockSelector& which) {
-  const auto now = m_store.clock().now();
+  const auto now = m_store.clock().earliest_now(); // the minimum hold has ended for sure before this
   auto no_hold_left = which;
   no_hold_left.hold_ends_by = now;
   if (remove_and_wake(no_hold_left)) return {ReleaseOutcome::released, {}};
@@ -364,7 +366,7 @@ ReleaseOutcome Locker::release(const LockSelector& which) {
   auto in_hold = which;
   in_hold.id = current->id;
   in_hold.not_released = true;
-  in_hold.expires_after = now;
+  in_hold.expires_after = m_store.clock().latest_now();
   if (m_store.mark_released(in_hold, now, current->hold_until) != 1) return {ReleaseOutcome::not_holder, {}};
   if (current->waiters) {
     // The head learns the earlier expiry now rather than at its next check.
@@ -378,23 +380,35 @@ ReleaseOutcome Locker::release(const LockSelector& which) {
   return {ReleaseOutcome::min_hold, current->hold_until};
 }
 
-std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl) {
-  const auto now = m_store.clock().now();
+std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl, bool mark_waiters) {
+  const auto now = m_store.clock().latest_now();
   auto live = which;
   live.expires_after = now;
+  live.renewed_before = now; // a late copy of this renewal never undoes a newer one
   live.not_released = true;
-  if (m_store.renew(live, now + ttl, now, ttl) != 1) return std::nullopt;
+  if (m_store.renew(live, now + ttl, now, ttl, mark_waiters) != 1) return std::nullopt;
   return now + ttl;
 }
 
 bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
-  const auto server_sent = m_store.clock().at(sent);
+  // From the latest the server's clock can read, and after the last renewal's stamp (a new handshake may
+  // have moved the estimate back): renewed_at only grows.
+  const auto server_sent = std::max(m_store.clock().latest(sent), lock.renewed_at + Millis(1));
   const auto expires = server_sent + ttl;
-  const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token, .expires_after = server_sent};
-  if (m_store.renew(which, expires, server_sent, ttl) == 0) return false;
+  // renewed_before: a renewal that reaches the server after a newer one (a retried call whose first copy
+  // was still on its way) matches nothing, so it cannot move the expiry back.
+  const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token, .expires_after = server_sent,
+                           .renewed_before = server_sent};
+  const bool mark = lock.mark_next && !lock.waiters;
+  if (m_store.renew(which, expires, server_sent, ttl, mark) == 0) return false;
   lock.expires_at = expires;
   lock.renewed_at = server_sent;
   lock.ttl = ttl;
+  lock.sent = sent;
+  if (mark) {
+    lock.waiters = true;
+    m_log.debugf("marked lock '{}': waiters are queued, its release wakes them", lock.program);
+  }
   return true;
 }
 

@@ -101,13 +101,16 @@ public:
   // select.
   [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
 
-  // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock).
+  // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock, the latest it
+  // can read), setting `waiters` too with `mark_waiters`. Only a document last renewed before now matches.
   // Returns the new expiry, or nullopt when `which` selects no live lock.
-  [[nodiscard]] std::optional<ServerTime> renew(const LockSelector& which, Millis ttl);
+  [[nodiscard]] std::optional<ServerTime> renew(const LockSelector& which, Millis ttl, bool mark_waiters = false);
 
-  // Heartbeat renewal of `lock` to (server time at `sent`) + ttl, where `sent` is the local monotonic time
-  // the renewal is sent. Updates lock.expires_at/renewed_at/ttl on success. Returns false when the lease
-  // is gone (no unexpired document with this _id and token).
+  // Heartbeat renewal of `lock` to (the latest server time at `sent`) + ttl, where `sent` is the local
+  // monotonic time the renewal is sent; with lock.mark_next it also sets `waiters`. Only a document whose
+  // renewed_at is older than this renewal's matches, so a late copy of an older renewal can never move
+  // the expiry back (on servers whose updates are atomic). Updates lock.expires_at/renewed_at/ttl/sent
+  // on success. Returns false when the lease is gone (no unexpired document with this _id and token).
   [[nodiscard]] bool renew(LockRecord& lock, Millis ttl, LocalTime sent);
 
   // The documents of lock `name`: its plain lock and its semaphore slots, expired or not.
@@ -119,11 +122,12 @@ public:
   [[nodiscard]] LockStore& store() { return m_store; }
 
   // The holder's side of push wake-ups: for each of `locks` (held by this process) not yet marked
-  // `waiters`, reads the queue of its name (one find for all of them) and, when a live ticket waits,
-  // marks the lock itself (one update by _id + token + unexpired: a holder-only write), so that its
-  // release appends the wake-up event. Sets lock.waiters on success. Returns the number marked. Waiters
-  // never write a lock document (on FerretDB v1 their update could roll back this holder's renewal).
-  // Throws Error (69) when the server fails; nothing depends on it but how soon a waiter is woken.
+  // `waiters`, reads the queue of its name (one find for all of them) and, when a live ticket waits, sets
+  // lock.mark_next, so that the lock's next renewal also sets `waiters` (in the same update: a holder
+  // never sends a second update of its document that could interleave with a renewal) and its release
+  // then appends the wake-up event. Returns the number of locks to be marked. Sends no write. Waiters never
+  // write a lock document (on FerretDB v1 their update could roll back this holder's renewal). Throws
+  // Error (69) when the server fails; nothing depends on it but how soon a waiter is woken.
   int mark_if_waited(std::vector<LockRecord>& locks);
 
   // Deletes the one document `which` selects (findAndModify remove); when it was marked `waiters`, then

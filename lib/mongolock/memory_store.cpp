@@ -37,7 +37,8 @@ bool selects(const LockSelector& which, const LockRecord& lock) {
          (!which.token || lock.token == *which.token) && (!which.process || lock.process == *which.process) &&
          (!which.expires_after || lock.expires_at > *which.expires_after) &&
          (!which.hold_ends_by || lock.hold_until <= *which.hold_ends_by) &&
-         (!which.expired_by || lock.expires_at <= *which.expired_by) && (!which.not_released || !lock.released_at);
+         (!which.expired_by || lock.expires_at <= *which.expired_by) &&
+         (!which.renewed_before || lock.renewed_at < *which.renewed_before) && (!which.not_released || !lock.released_at);
 }
 
 MemoryStore::MemoryStore(WriteSemantics semantics, Millis skew)
@@ -97,12 +98,15 @@ std::optional<LockRecord> MemoryStore::remove_returning(const LockSelector& whic
   return removed;
 }
 
-std::int64_t MemoryStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl) {
-  return update(which, "expires_at,renewed_at,ttl_ms", [&](LockRecord& lock) {
-    lock.expires_at = expires_at;
-    lock.renewed_at = renewed_at;
-    lock.ttl = ttl;
-  });
+std::int64_t MemoryStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
+                                bool mark_waiters) {
+  return update(which, mark_waiters ? "expires_at,renewed_at,ttl_ms,waiters" : "expires_at,renewed_at,ttl_ms",
+                [&](LockRecord& lock) {
+                  lock.expires_at = expires_at;
+                  lock.renewed_at = renewed_at;
+                  lock.ttl = ttl;
+                  lock.waiters = lock.waiters || mark_waiters;
+                });
 }
 
 std::int64_t MemoryStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {

@@ -39,6 +39,11 @@ public:
   // semantics only: with MongoDB's the write is atomic and this runs after it). Set it again for more.
   std::function<void()> between;
 
+  // Another client's update of `waiters` on the one document `which` selects (what waiters of mongolock
+  // 0.2.0 did; mongolock itself no longer sends it): for tests of what such a write does. Returns the
+  // number matched.
+  std::int64_t mark_waiters(const LockSelector& which);
+
   // The store's lock documents, as stored (for assertions).
   [[nodiscard]] const std::map<std::string, LockRecord>& documents() const { return m_locks; }
 
@@ -48,7 +53,7 @@ public:
   [[nodiscard]] bool insert(LockRecord& lock) override;
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
   [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
-                                   Millis ttl) override;
+                                   Millis ttl, bool mark_waiters = false) override;
   [[nodiscard]] std::int64_t mark_released(const LockSelector& which, ServerTime released_at,
                                            ServerTime expires_at) override;
   [[nodiscard]] std::int64_t set_fence(const LockSelector& which, std::int64_t fence) override;
@@ -65,7 +70,6 @@ public:
                                            std::optional<ServerTime> expired_at_or_before = std::nullopt) override;
   [[nodiscard]] std::vector<TicketRecord> tickets(const std::vector<std::string>& names) override;
   [[nodiscard]] std::optional<LockRecord> remove_returning(const LockSelector& which) override;
-  [[nodiscard]] std::int64_t mark_waiters(const LockSelector& which) override;
   void append_event(std::string_view name, std::string_view ticket) override;
   // Events are read at once; a wait without one returns nullopt at once (no real waiting).
   [[nodiscard]] std::unique_ptr<EventFeed> follow_events(Millis await) override;

@@ -244,6 +244,7 @@ void append_selector(bson_t* doc, const LockSelector& which) {
   if (which.expires_after) append_date_condition(doc, "expires_at", "$gt", *which.expires_after);
   if (which.hold_ends_by) append_date_condition(doc, "hold_until", "$lte", *which.hold_ends_by);
   if (which.expired_by) append_date_condition(doc, "expires_at", "$lte", *which.expired_by);
+  if (which.renewed_before) append_date_condition(doc, "renewed_at", "$lt", *which.renewed_before);
   if (which.not_released) {
     bson_t exists;
     BSON_APPEND_DOCUMENT_BEGIN(doc, "released_at", &exists);
@@ -655,12 +656,14 @@ std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* s
   return reply.integer("matchedCount");
 }
 
-std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl) {
+std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
+                               bool mark_waiters) {
   m_impl->connect();
   Bson set;
   BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
   BSON_APPEND_DATE_TIME(set.get(), "renewed_at", to_bson_date(renewed_at));
   BSON_APPEND_INT64(set.get(), "ttl_ms", ttl.count());
+  if (mark_waiters) BSON_APPEND_BOOL(set.get(), "waiters", true);
   return m_impl->update(which, set.get(), "renewal");
 }
 
@@ -1165,13 +1168,6 @@ std::optional<LockRecord> MongoStore::remove_returning(const LockSelector& which
   bson_t value;
   if (!bson_init_static(&value, data, len)) return std::nullopt;
   return from_bson(&value);
-}
-
-std::int64_t MongoStore::mark_waiters(const LockSelector& which) {
-  m_impl->connect();
-  Bson set;
-  BSON_APPEND_BOOL(set.get(), "waiters", true);
-  return m_impl->update(which, set.get(), "marking of waiters");
 }
 
 namespace {

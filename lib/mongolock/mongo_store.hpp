@@ -43,7 +43,7 @@ public:
   [[nodiscard]] bool insert(LockRecord& lock) override;
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
   [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
-                                   Millis ttl) override;
+                                   Millis ttl, bool mark_waiters = false) override;
   [[nodiscard]] std::int64_t mark_released(const LockSelector& which, ServerTime released_at,
                                            ServerTime expires_at) override;
   [[nodiscard]] std::int64_t set_fence(const LockSelector& which, std::int64_t fence) override;
@@ -60,7 +60,6 @@ public:
                                            std::optional<ServerTime> expired_at_or_before = std::nullopt) override;
   [[nodiscard]] std::vector<TicketRecord> tickets(const std::vector<std::string>& names) override;
   [[nodiscard]] std::optional<LockRecord> remove_returning(const LockSelector& which) override;
-  [[nodiscard]] std::int64_t mark_waiters(const LockSelector& which) override;
   void append_event(std::string_view name, std::string_view ticket) override;
   [[nodiscard]] std::unique_ptr<EventFeed> follow_events(Millis await) override;
   void insert_runs(std::vector<RunRecord>& records) override;

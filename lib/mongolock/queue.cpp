@@ -11,7 +11,7 @@
 namespace mongolock {
 
 bool WaitQueue::anyone_waiting(const std::vector<std::string>& names) {
-  const auto now = m_store.clock().now();
+  const auto now = m_store.clock().earliest_now(); // live unless expired for sure
   const auto tickets = m_store.tickets(names);
   return std::any_of(tickets.begin(), tickets.end(), [&](const TicketRecord& t) { return t.expires_at > now; });
 }
@@ -25,7 +25,7 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   for (int attempt = 0; attempt < 100; ++attempt) {
     const auto seq = m_store.highest_ticket() + 1;
     const auto sent = LeaseClock::now();
-    const auto now = m_store.clock().at(sent);
+    const auto now = m_store.clock().latest(sent); // the lease never looks shorter to others
     bool taken = false;
     try {
       for (const auto& name : names) {
@@ -60,7 +60,7 @@ bool WaitQueue::keep_alive() {
   if (m_tickets.empty() || first_sent - m_renewed < m_timing.renew_every) return true;
   for (const auto& ticket : m_tickets) {
     const auto sent = LeaseClock::now();
-    const auto now = m_store.clock().at(sent);
+    const auto now = m_store.clock().latest(sent);
     const bool renewed = m_store.renew_ticket(ticket.id, now, now + m_timing.ticket_lease) == 1;
     const auto answered = std::chrono::duration_cast<Millis>(LeaseClock::now() - sent);
     // A renewal answered later than answer_limit() may have raced another waiter's delete of this ticket
@@ -87,7 +87,7 @@ bool WaitQueue::ticket_live() const {
 }
 
 bool WaitQueue::at_head() {
-  const auto now = m_store.clock().now();
+  const auto now = m_store.clock().earliest_now(); // dead only when expired for sure
   const auto tickets = m_store.tickets(m_names);
   std::map<std::string, bool> found;
   m_ahead.clear();

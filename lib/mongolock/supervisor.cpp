@@ -52,7 +52,7 @@ public:
         m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
     for (const auto& lock : locks)
-      m_last_success_sent.push_back(locker.store().clock().local_at(lock.renewed_at));
+      m_last_success_sent.push_back(lock.sent);
     m_thread = std::thread([this] { loop(); });
   }
 
@@ -229,10 +229,11 @@ int poll_timeout_ms(LocalTime now, LocalTime until) {
 
 } // namespace
 
-LocalTime lease_deadline(LockStore& store, const std::vector<LockRecord>& locks, const LeaseTiming& timing) {
+LocalTime lease_deadline([[maybe_unused]] LockStore& store, const std::vector<LockRecord>& locks,
+                         const LeaseTiming& timing) {
   auto earliest = LocalTime::max();
   for (const auto& lock : locks)
-    earliest = std::min(earliest, store.clock().local_at(lock.renewed_at));
+    earliest = std::min(earliest, lock.sent);
   return earliest + timing.renew_deadline;
 }
 

@@ -32,8 +32,9 @@ struct RunOutcome {
 };
 
 // The local time (LeaseClock) by which the job must be stopped unless a renewal succeeds: the earliest
-// renewed_at of `locks` (server clock, mapped to local time) + timing.renew_deadline. Throws Error (69) only
-// when reading the store's clock needs the server and it cannot be reached.
+// LockRecord::sent of `locks` (when the insert or last renewal was sent, on this host's clock: never a
+// time mapped back from the server's clock, whose estimate may be off) + timing.renew_deadline. `store`
+// is not used (kept for the callers). Never throws.
 [[nodiscard]] LocalTime lease_deadline(LockStore& store, const std::vector<LockRecord>& locks,
                                        const LeaseTiming& timing);
 

@@ -21,6 +21,11 @@ Standard library only (asyncio).
                       MS milliseconds after it arrived, in each direction: a round trip takes 2*MS
           refuse      reset every new connection at once (a server that refuses connections)
           reset       reset every open connection now (RST to both sides); the mode is unchanged
+          lag-first request|reply MS
+                      the next connection accepted gets its first message in that direction (its
+                      handshake's hello, or the hello's reply) MS milliseconds late; the rest passes:
+                      a lopsided round trip that throws off the client's estimate of the server's
+                      clock (a late request: the estimate runs ahead; a late reply: it lags)
           status      print the mode and the number of open connections
 """
 import asyncio
@@ -58,6 +63,7 @@ class Proxy:
         self.flowing.set()
         self.connections = set()  # open Connection objects
         self.serial = 0
+        self.lag_first = None  # (direction, seconds) for the next connection accepted
 
     def set_mode(self, mode, delay_ms=0):
         self.mode = mode
@@ -70,6 +76,7 @@ class Proxy:
     async def accept(self, reader, writer):
         self.serial += 1
         conn = Connection(self, self.serial, reader, writer)
+        conn.lag_first, self.lag_first = self.lag_first, None
         if self.mode == "refuse":
             log(f"#{conn.serial} refused (reset)")
             reset(writer)
@@ -91,6 +98,10 @@ class Proxy:
                 conn.reset()
             log(f"reset {n} connection(s)")
             return f"ok reset {n}"
+        elif len(words) == 3 and words[0] == "lag-first" and words[1] in ("request", "reply") and words[2].isdigit():
+            self.lag_first = (words[1], int(words[2]) / 1000)
+            log(f"next connection: first {words[1]} {words[2]} ms late")
+            return f"ok lag-first {words[1]} {words[2]}"
         elif words == ["status"]:
             pass
         else:
@@ -109,6 +120,7 @@ class Connection:
         self.server = None
         self.tasks = []
         self.was_reset = False
+        self.lag_first = None  # (direction, seconds): its first message that way comes that late
 
     def reset(self):
         self.was_reset = True
@@ -132,9 +144,9 @@ class Connection:
         queue_up, queue_down = asyncio.Queue(), asyncio.Queue()
         self.tasks = [
             asyncio.ensure_future(self.read(self.client[0], queue_up)),
-            asyncio.ensure_future(self.write(queue_up, self.server[1])),
+            asyncio.ensure_future(self.write(queue_up, self.server[1], self.lag_of("request"))),
             asyncio.ensure_future(self.read(self.server[0], queue_down)),
-            asyncio.ensure_future(self.write(queue_down, self.client[1])),
+            asyncio.ensure_future(self.write(queue_down, self.client[1], self.lag_of("reply"))),
         ]
         # The connection ends when one side closes (and what it sent before was delivered) or on reset.
         done, pending = await asyncio.wait(self.tasks[1::2], return_when=asyncio.FIRST_COMPLETED)
@@ -154,13 +166,19 @@ class Connection:
         except (OSError, asyncio.IncompleteReadError):
             await queue.put((time.monotonic(), b""))
 
-    async def write(self, queue, writer):
+    def lag_of(self, direction):
+        return self.lag_first[1] if self.lag_first and self.lag_first[0] == direction else 0.0
+
+    async def write(self, queue, writer, first_lag=0.0):
         proxy = self.proxy
         while True:
             arrived, data = await queue.get()
+            lag, first_lag = first_lag, 0.0
+            if lag:
+                log(f"#{self.serial} first message this way held {int(lag * 1000)} ms")
             while True:
                 await proxy.flowing.wait()
-                wait = arrived + proxy.delay_s - time.monotonic()
+                wait = arrived + proxy.delay_s + lag - time.monotonic()
                 if wait <= 0:
                     break
                 await asyncio.sleep(wait)  # the mode may change meanwhile: look again

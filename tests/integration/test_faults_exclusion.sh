@@ -156,12 +156,53 @@ slow_ticket_renewal_rejoins_at_the_back() {
   result "a ticket renewal answered after $(sed -n "s/.*its renewal took \([^,]*\),.*/\1/p" "$T/w1.err" | head -n 1): the waiter rejoined at the back"
 }
 
+# A lopsided handshake (found by review): the holder's first hello reply comes 4.8 s late (its estimate of
+# the server's clock lags 2.4 s), the contender's first hello request does (its estimate runs 2.4 s ahead),
+# both within the default 5 s connect timeout. With midpoint estimates the contender saw the holder's
+# fresh lock as expired more than the 2 s grace ago and purged it. Now expiries are written from the
+# latest the server's clock can read and takeovers decided from the earliest: the contender is skipped.
+lopsided_handshake_never_takes_over_a_live_lock() {
+  local name a c round hold_ctl hold_uri cont_ctl cont_uri
+  need_other_host
+  server_start
+  proxy_start
+  hold_ctl=$PROXY_CTL hold_uri=$PROXY_URI
+  cont_ctl=$T/proxy2
+  mkdir "$cont_ctl"
+  python3 "$PROXY_PY" serve "$T/proxy2.port" "$SERVER_PORT" "$cont_ctl" 2>"$T/proxy2.log" &
+  track $!
+  wait_until 10 test -s "$T/proxy2.port"
+  cont_uri=mongodb://127.0.0.1:$(cat "$T/proxy2.port")/
+  for ((round = 1; round <= 2; round++)); do
+    name=$(lock_name "l$round")
+    : >"$HOLDERS"
+    rm -f "$T/a.exit_ms"
+    PROXY_CTL=$hold_ctl proxy lag-first reply 4800
+    PROXY_CTL=$cont_ctl proxy lag-first request 4800
+    start_holder a "$hold_uri" "$name" 9 --ttl 3s
+    a=$HOLDER_PID
+    wait_acquired a
+    start_bg c unshare --uts sh -c 'hostname "$0" && exec "$@"' "$CONTENDER_HOST" \
+      "$MONGOLOCK_BIN" -v --uri "$cont_uri" run "$name" -- python3 "$HOLDERS_PY" job "$HOLDERS" --seconds 1
+    c=$BG_PID
+    expect_exit_code 75 "$c" c 30
+    assert_not_contains "$T/c.err" "had expired; its holder's lock was purged"
+    expect_exit_code 0 "$a" a 30
+    check_holders 0 1
+    result "round $round: holder's hello reply and contender's hello request 4.8 s late:" \
+      "$(grep -o 'round trip [0-9]*ms' "$T/a.err" | head -n 1) / $(grep -o 'round trip [0-9]*ms' "$T/c.err" | head -n 1)," \
+      "contender exit 75, holder 0, overlap ${OVERLAP_MS}ms"
+  done
+}
+
 run_case "a partition right after a renewal, with a head waiter queued: no overlap, no waiter write" \
   partition_after_a_renewal_with_a_waiter
 run_case "stopped between the insert and the spawn (two names): exit 76, the job never starts" \
   stopped_between_insert_and_spawn
 run_case "an acquisition slower than the renew deadline: exit 76, the job never starts" \
   slow_acquisition_past_the_deadline
+run_case "a lopsided handshake (clock estimates 2.4 s off each way) never takes over a live lock" \
+  lopsided_handshake_never_takes_over_a_live_lock
 run_case "a ticket renewal answered after 1 s does not count: the waiter rejoins at the back" \
   slow_ticket_renewal_rejoins_at_the_back
 finish

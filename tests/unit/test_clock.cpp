@@ -128,3 +128,15 @@ TEST_CASE("Times before 1970 format with the milliseconds counted forward") {
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("ServerClock bounds: the server read between earliest() and latest(), half a round trip either way") {
+  const auto received = LeaseClock::now();
+  const ServerTime stamped{std::chrono::milliseconds(1'000'000)};
+  const ServerClock clock(stamped, std::chrono::milliseconds(4000), received);
+  // The hello was stamped anywhere in its 4 s round trip: at `received` the server read between the
+  // stamp and the stamp + 4 s.
+  CHECK(clock.earliest(received) <= stamped);
+  CHECK(clock.latest(received) >= stamped + std::chrono::milliseconds(4000));
+  CHECK(clock.latest(received) - clock.earliest(received) <= std::chrono::milliseconds(4002));
+  CHECK(clock.at(received) - clock.earliest(received) == clock.uncertainty());
+}

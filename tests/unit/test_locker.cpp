@@ -126,9 +126,15 @@ TEST_CASE("A waiter never updates a lock document; the holder marks its own lock
   ticket.since = store.clock().now();
   ticket.expires_at = store.clock().now() + 4s;
   REQUIRE(store.insert_ticket(ticket));
-  CHECK(holder.mark_if_waited(locks) == 1);
+  const auto writes = store.lock_writes().size();
+  CHECK(holder.mark_if_waited(locks) == 1); // a read only: the next renewal carries the mark
+  CHECK(store.lock_writes().size() == writes);
+  CHECK_FALSE(store.documents().at("job").waiters);
+  REQUIRE(holder.renew(locks.front(), 30s, LeaseClock::now()));
   CHECK(locks.front().waiters);
-  CHECK(updates_of(store, "job", "waiters") == 1);
+  CHECK(store.documents().at("job").waiters);
+  CHECK(updates_of(store, "job", "expires_at,renewed_at,ttl_ms,waiters") == 1);
+  CHECK(store.lock_writes().size() == writes + 1); // the renewal, one update
   auto feed = store.follow_events(1500ms);
   while (feed->wait({"job"})) {} // past the existing events
   CHECK(holder.release(LockSelector{.program = "job", .id = lock->id, .token = lock->token}).kind ==
@@ -136,6 +142,23 @@ TEST_CASE("A waiter never updates a lock document; the holder marks its own lock
   const auto event = feed->wait({"job"});
   REQUIRE(event);
   CHECK(event->name == "job");
+}
+
+TEST_CASE("A late copy of an older renewal matches nothing: the expiry never moves back") {
+  // A renewal that timed out on the client may still reach the server after the retry succeeded (a
+  // middlebox, a server that read it late). renewed_at only grows, and the filter wants an older one.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto lock = holder.try_acquire(request("job", "a:1"));
+    REQUIRE(lock);
+    auto stale = *lock; // the holder's state when it sent the renewal that got lost on the way
+    const auto first_sent = LeaseClock::now() + 1s;
+    REQUIRE(holder.renew(*lock, 30s, LeaseClock::now() + 2s)); // the retry, sent later, succeeds
+    const auto expiry = store.documents().at("job").expires_at;
+    CHECK_FALSE(holder.renew(stale, 30s, first_sent)); // the first copy arrives now
+    CHECK(store.documents().at("job").expires_at == expiry);
+  }
 }
 
 TEST_CASE("A release of a lock nobody waits for is one write") {
