@@ -435,6 +435,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   spec.argv = options.command;
   spec.env = std::move(env);
   spec.signal_mask = signals.previous();
+  spec.no_new_privs = options.no_new_privs;
   if (policy.on_lost != OnLost::ignore) {
     // The guardian's watchdog: armed from the start with the acquisition's deadline.
     spec.deadline = lease_deadline(store, locks, policy.lease);
@@ -474,7 +475,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     } else {
       release_after_run(locker, locks, log, /*lease_lost=*/true);
     }
-    const auto code = policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
+    const auto code = policy.on_lost == OnLost::ignore ? result.command_status : options.lost_exit_code;
     // A server that did not answer the renewals gets no history insert either: it would delay the exit.
     // (When mongolock itself did not run, the server is likely fine: the insert is tried.)
     const bool server_silent = result.ran_out && !result.stalled;
@@ -488,7 +489,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   } else if (result.command_status == 0 && released == RunRelease::gone) {
     // A command that succeeded is not reported as a success when its lock was not held to the end (76) or
     // could not be given back (69); a failing command's own status says more.
-    code = k_exit_lease_lost;
+    code = options.lost_exit_code;
   } else if (result.command_status == 0 && released == RunRelease::failed) {
     code = k_exit_unavailable;
   }
@@ -516,7 +517,10 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
 
   // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
   // the heartbeat thread and the command start with them blocked/restored as they should.
-  const SignalBlock signals;
+  // The mask stays until exit: a signal that comes after the command ended (during the release, the
+  // history insert) is never delivered, so the exit status is the run's, not 128+N.
+  SignalBlock signals;
+  signals.keep_blocked();
   RunRecorder recorder(global, options, names, log);
   try {
     return run_checked(global, options, names, policy, signals, recorder, log);
