@@ -525,7 +525,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
 } // namespace
 
 int cli_main(int argc, char** argv) {
-  reset_inherited_signals(); // SIGCHLD default, SIGPIPE ignored: before anything can write or fork
+  reset_inherited_signals(); // SIGCHLD default, job control unblocked: before anything can fork
   std::vector<std::string> args(argv + 1, argv + argc);
   Log log(Verbosity::normal, uri_in_arguments(args));
   return guarded_main(log, [&] { return run_cli(std::move(args), log); });

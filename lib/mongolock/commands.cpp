@@ -517,6 +517,8 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
 
   // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
   // the heartbeat thread and the command start with them blocked/restored as they should.
+  // A log reader that goes away must not cost the lock: SIGPIPE is ignored from here on.
+  ignore_sigpipe();
   // The mask stays until exit: a signal that comes after the command ended (during the release, the
   // history insert) is never delivered, so the exit status is the run's, not 128+N.
   SignalBlock signals;

@@ -67,6 +67,7 @@ SignalBlock::~SignalBlock() {
 namespace {
 bool g_chld_ignored = false; // SIGCHLD was ignored when mongolock started
 bool g_pipe_ignored = false; // SIGPIPE was ignored when mongolock started
+sigset_t g_unblocked;        // what reset_inherited_signals() unblocked (given back to the command)
 } // namespace
 
 void reset_inherited_signals() {
@@ -75,16 +76,22 @@ void reset_inherited_signals() {
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   if (sigaction(SIGCHLD, &dfl, &old) == 0) g_chld_ignored = old.sa_handler == SIG_IGN;
-  struct sigaction ign = dfl;
-  ign.sa_handler = SIG_IGN;
-  if (sigaction(SIGPIPE, &ign, &old) == 0) g_pipe_ignored = old.sa_handler == SIG_IGN;
+  if (sigaction(SIGPIPE, nullptr, &old) == 0) g_pipe_ignored = old.sa_handler == SIG_IGN;
   // A mongolock started with these blocked would not stop with its job (Ctrl-Z) or be told of its end.
-  sigset_t needed;
-  sigemptyset(&needed);
-  sigaddset(&needed, SIGTSTP);
-  sigaddset(&needed, SIGCONT);
-  sigaddset(&needed, SIGCHLD);
-  pthread_sigmask(SIG_UNBLOCK, &needed, nullptr);
+  sigset_t current;
+  pthread_sigmask(SIG_SETMASK, nullptr, &current);
+  sigemptyset(&g_unblocked);
+  for (const int s : {SIGTSTP, SIGCONT, SIGCHLD}) {
+    if (sigismember(&current, s) == 1) sigaddset(&g_unblocked, s);
+  }
+  pthread_sigmask(SIG_UNBLOCK, &g_unblocked, nullptr);
+}
+
+void ignore_sigpipe() {
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGPIPE, &ign, nullptr);
 }
 
 bool ignored_at_start(int signo) {
@@ -394,6 +401,10 @@ Child Child::spawn(const ChildSpec& spec) {
   const int death_signal = SIGRTMIN; // a function call in glibc: not after fork
   const bool chld_ignored = ignored_at_start(SIGCHLD);
   const bool pipe_ignored = ignored_at_start(SIGPIPE);
+  sigset_t command_mask = spec.signal_mask; // with what reset_inherited_signals() unblocked blocked again
+  for (const int s : {SIGTSTP, SIGCONT, SIGCHLD}) {
+    if (sigismember(&g_unblocked, s) == 1) sigaddset(&command_mask, s);
+  }
   // mongolock is a subreaper too: if the guardian dies (SIGKILL), what is left of the job comes back to
   // mongolock, which kills it before the release (try_wait()) instead of leaving it running under init.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -425,7 +436,8 @@ Child Child::spawn(const ChildSpec& spec) {
     run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, [&] {
       // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
       // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
-      // itself (reset_inherited_signals()), get back what mongolock found; the mask is restored.
+      // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
+      // mask.
       struct sigaction action {};
       sigemptyset(&action.sa_mask);
       action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
@@ -433,7 +445,7 @@ Child Child::spawn(const ChildSpec& spec) {
       action.sa_handler = pipe_ignored ? SIG_IGN : SIG_DFL;
       sigaction(SIGPIPE, &action, nullptr);
       if (spec.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return; // errno: exec failed
-      sigprocmask(SIG_SETMASK, &spec.signal_mask, nullptr);
+      sigprocmask(SIG_SETMASK, &command_mask, nullptr);
       execvpe(argv[0], argv.data(), envp.data());
     });
   }

@@ -23,11 +23,15 @@ namespace mongolock {
 
 // Resets, for mongolock itself, what it inherited and depends on (called first thing in cli_main()):
 // SIGCHLD to its default (ignored, the kernel would reap the guardian unseen and `run` would never learn
-// that the job ended), SIGPIPE to ignored (a log reader that went away, e.g. `2>&1 | head`, must not kill
-// mongolock before its release: writes then fail with EPIPE, which Log ignores), and unblocks SIGCHLD,
-// SIGTSTP and SIGCONT (job control). The command started by `run` gets SIGCHLD and SIGPIPE back as they
-// were found (ignored_at_start()). Not thread-safe: call before any thread starts.
+// that the job ended), and unblocks SIGCHLD, SIGTSTP and SIGCONT (job control). Records SIGPIPE's
+// disposition for ignore_sigpipe(). The command started by `run` gets SIGCHLD, SIGPIPE and the mask as
+// they were found (ignored_at_start(), Child::spawn()). Not thread-safe: call before any thread starts.
 void reset_inherited_signals();
+
+// run: ignores SIGPIPE in mongolock, so that a reader of its messages that went away (`2>&1 | head`)
+// cannot kill it before its release: a write then fails with EPIPE, which Log ignores. Other commands
+// keep the default (`mongolock list | head` ends quietly, as any filter). After reset_inherited_signals().
+void ignore_sigpipe();
 
 // Whether `signo` (SIGCHLD or SIGPIPE; false for any other) was ignored when reset_inherited_signals() ran.
 [[nodiscard]] bool ignored_at_start(int signo);

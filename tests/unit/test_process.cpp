@@ -109,13 +109,14 @@ TEST_CASE("A signal pending when SignalBlock ends is discarded, not delivered") 
   CHECK_FALSE(sigismember(&pending, SIGUSR1));
 }
 
-TEST_CASE("reset_inherited_signals(): SIGCHLD default, SIGPIPE ignored; a job still ends and is seen") {
+TEST_CASE("reset_inherited_signals(): SIGCHLD default; ignore_sigpipe(); a job still ends and is seen") {
   signal(SIGCHLD, SIG_IGN);
   reset_inherited_signals();
   CHECK(ignored_at_start(SIGCHLD));
   struct sigaction now {};
   sigaction(SIGCHLD, nullptr, &now);
   CHECK((now.sa_handler == SIG_DFL));
+  ignore_sigpipe();
   sigaction(SIGPIPE, nullptr, &now);
   CHECK((now.sa_handler == SIG_IGN));
   auto child = start({"sh", "-c", "exit 7"}, std::nullopt, 0ms);
