@@ -274,34 +274,56 @@ sigterm_after_release() {
   assert_eq "$(json "$T/runs" '[[r["outcome"], r["exit_code"]] for r in d]')" '[["ok", 0]]' "the run history"
 }
 
-# The driver's /dev/shm/mongoc-PID files: another user's, or one of a pid that is not alive here (it may
-# be another pid namespace's), are left alone; mongolock's own is gone while it runs.
+# The driver's /dev/shm/mongoc-PID files: another user's, one of a pid not alive here (it may be another
+# pid namespace's) and one of a live process are left alone; mongolock's own is gone while it runs. In a
+# mount namespace of its own with an empty /dev/shm: other mongolock binaries on this host (older ones
+# removed the files of pids not alive) must not touch the files under test.
 driver_counter_files() {
-  ((EUID == 0)) || skip "needs root to create a file of another user in /dev/shm"
-  [[ -d /dev/shm && -w /dev/shm ]] || skip "no writable /dev/shm"
-  local dead=$(($(cat /proc/sys/kernel/pid_max) - 1)) other mine pid name
-  while [[ -e /proc/$dead ]]; do dead=$((dead - 1)); done
-  other=/dev/shm/mongoc-$dead
-  mine=/dev/shm/mongoc-$((dead - 1)) # this user's, of a pid not alive here
-  [[ ! -e $other && ! -e $mine ]] || skip "$other or $mine exists already"
-  : >"$other"
-  chown 65534 "$other"
-  : >"$mine"
+  ((EUID == 0)) || skip "needs root for a private /dev/shm and a file of another user"
+  command -v unshare >/dev/null || skip "no unshare(1)"
+  unshare --mount --propagation private true 2>/dev/null || skip "cannot create a mount namespace"
+  local name pid
   name=$(lock_name)
-  local rc=0
-  env -u MONGOC_DISABLE_SHM "$MONGOLOCK_BIN" status "$name" >"$T/status.out" 2>"$T/status.err" || rc=$?
-  local left=0
-  [[ -e $other ]] && left=$((left + 1))
-  [[ -e $mine ]] && left=$((left + 1))
-  rm -f "$other" "$mine"
-  assert_eq "$rc" 1 "exit status of status"
-  assert_eq "$left" 2 "files of dead pids left in /dev/shm"
-  start_bg run env -u MONGOC_DISABLE_SHM "$MONGOLOCK_BIN" run "$name" -- sh -c 'touch "$1/started"; sleep 30' _ "$T"
-  pid=$BG_PID
-  wait_file 10 "$T/started"
-  [[ ! -e /dev/shm/mongoc-$pid ]] || fail "/dev/shm/mongoc-$pid (mongolock's own) is still there while it runs"
-  kill -TERM "$pid"
-  expect_bg_exit 143 "$pid" run
+  cat >"$T/shm.sh" <<'SCRIPT'
+set -eu
+name=$1 out=$2
+mount -t tmpfs -o size=1m,mode=1777 tmpfs /dev/shm
+dead=$(($(cat /proc/sys/kernel/pid_max) - 1))
+while [ -e "/proc/$dead" ]; do dead=$((dead - 1)); done
+: >"/dev/shm/mongoc-$dead"
+chown 65534 "/dev/shm/mongoc-$dead"  # another user's, of a pid not alive here
+: >"/dev/shm/mongoc-$((dead - 1))"   # this user's, of a pid not alive here
+sleep 30 &
+live=$!
+: >"/dev/shm/mongoc-$live"           # a live process's
+rc=0
+env -u MONGOC_DISABLE_SHM "$MONGOLOCK_BIN" status "$name" >/dev/null 2>&1 || rc=$?
+echo "$rc" >"$out/status.rc"
+ls /dev/shm | sort >"$out/left"
+printf '%s\n' "mongoc-$dead" "mongoc-$((dead - 1))" "mongoc-$live" | sort >"$out/created"
+kill "$live"
+env -u MONGOC_DISABLE_SHM "$MONGOLOCK_BIN" run "$name" -- sh -c 'touch "$1/started"; exec sleep 30' _ "$out" \
+  >/dev/null 2>"$out/run.err" &
+pid=$!
+i=0
+while [ ! -e "$out/started" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+grep "/dev/shm/mongoc-$pid" "/proc/$pid/maps" >"$out/maps" || true
+ls /dev/shm >"$out/during"
+echo "$pid" >"$out/pid"
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+echo "$rc" >"$out/run.rc"
+SCRIPT
+  unshare --mount --propagation private bash "$T/shm.sh" "$name" "$T" || fail "the namespace script failed"
+  assert_eq "$(cat "$T/status.rc")" 1 "exit status of status"
+  assert_eq "$(cat "$T/left")" "$(cat "$T/created")" "the files in /dev/shm after status"
+  [[ -e $T/started ]] || fail_with "the run did not start its command" stderr "$T/run.err"
+  pid=$(cat "$T/pid")
+  assert_not_contains "$T/during" "mongoc-$pid"
+  # Where libmongoc maps its counters, mongolock's own file was removed under it.
+  if [[ -s $T/maps ]]; then assert_contains "$T/maps" "/dev/shm/mongoc-$pid (deleted)"; fi
+  assert_eq "$(cat "$T/run.rc")" 143 "exit status of the run after SIGTERM"
 }
 
 uri_file_writable_by_others() {
@@ -384,7 +406,7 @@ run_case "a held flock on the metrics directory: 2 s, one warning, exit and hist
   metrics_directory_locked
 run_case "-v run 2>&1 | head -n 1: mongolock survives the closed pipe; the job has SIGPIPE default" closed_stderr_pipe
 run_case "SIGTERM after the release: exit = the job's, history ok" sigterm_after_release
-run_case "/dev/shm/mongoc-PID of others and of dead pids are left alone; our own is removed" driver_counter_files
+run_case "/dev/shm/mongoc-PID of others, dead or alive, are left alone; our own is removed" driver_counter_files
 run_case "--uri-file writable by group/others or owned by another user: exit 64 with the fix" \
   uri_file_writable_by_others
 run_case "a config file writable by others or owned by another user: exit 64 with the fix" \
