@@ -196,7 +196,8 @@ struct ControlMessage {
 // killed child come back to `self` and go in the next round. A child that cannot be signalled (EPERM: it
 // runs as another user, e.g. a setuid program) is reported once on `control` (when >= 0) and waited
 // for. Between rounds it sleeps 2ms, doubling up to 100ms while nothing ends, so it never spins. Returns
-// the number of processes it sent SIGKILL to. System calls and fixed arrays only (runs after fork()).
+// the number of SIGKILLs sent (0: there was nothing to kill). System calls only, but children_of()'s
+// vector (runs after fork()).
 int kill_children(pid_t self, int control) {
   pid_t reported[32];
   std::size_t n_reported = 0;

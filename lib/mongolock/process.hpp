@@ -131,8 +131,8 @@ public:
   // A pid of the job that the guardian could not SIGKILL (EPERM: it runs as another user), as first
   // reported; the guardian then waits for the job to end on its own. nullopt when none was reported.
   [[nodiscard]] std::optional<pid_t> unkillable();
-  // How many processes of the job were left when the guardian was reaped and were SIGKILLed by mongolock
-  // then (after try_wait() reported the end): 0 unless the guardian was killed from outside.
+  // How many SIGKILLs mongolock sent to processes of the job that were left when the guardian was reaped
+  // (try_wait() reaps them before it reports the end): 0 unless the guardian was killed from outside.
   [[nodiscard]] int orphans_killed() const { return m_orphans_killed; }
 
   struct WaitResult {

@@ -315,9 +315,9 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
       outcome.command_status = state.exit_code;
       outcome.command_signal = state.signal;
       if (child.orphans_killed() > 0) {
-        log.warning(fmt::format("the guardian was killed (status {}); killed the {} process(es) of the job it left "
-                                "before releasing",
-                                state.exit_code, child.orphans_killed()));
+        log.warning(fmt::format("the guardian was killed (status {}); killed what it left of the job before "
+                                "releasing",
+                                state.exit_code));
       }
       break;
     }
