@@ -6,6 +6,7 @@
 #include <mongolock/duration.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/file_read.hpp>
+#include <mongolock/process.hpp>
 #include <mongolock/text.hpp>
 #include <mongolock/uri.hpp>
 #include <mongolock/version.hpp>
@@ -235,9 +236,10 @@ Verbosity verbosity(VerbosityFlags flags, bool parsed_verbose, bool parsed_quiet
 }
 
 // The URI from --uri-file: the first line of the file, without surrounding white space. The file is read
-// with a bound (read_bounded_file(): 64 KiB, `timeout`, a regular file or a pipe).
+// with a bound (read_bounded_file(): 64 KiB, `timeout`, a regular file or a pipe; a regular file writable
+// by others or owned by another user is refused).
 std::string read_uri_file(const std::string& path, const std::string& what, Millis timeout) {
-  const auto text = read_bounded_file(path, what, FileKind::regular_or_pipe, timeout);
+  const auto text = read_bounded_file(path, what, FileKind::regular_or_pipe, timeout, FileTrust::private_to_user);
   const auto line = std::string_view(text).substr(0, text.find('\n'));
   const auto first = line.find_first_not_of(" \t\r");
   const auto last = line.find_last_not_of(" \t\r");
@@ -349,6 +351,14 @@ int run_cli(std::vector<std::string> args, Log& log) {
   add_option(run_cmd, "--kill-after", run_texts.kill_after, "After --timeout: SIGTERM to SIGKILL")
       ->capture_default_str()
       ->type_name("DUR");
+  add_option(run_cmd, "--lost-exit-code", run.lost_exit_code,
+             "Exit code when the lease was lost (default 76; the history's outcome tells it from the job's own)")
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str()
+      ->type_name("N");
+  run_cmd->add_flag("--no-new-privs", run.no_new_privs,
+                    "Start the command with no_new_privs: setuid programs gain nothing, so it stays killable")
+      ->envname("MONGOLOCK_NO_NEW_PRIVS");
   add_take_options(run_cmd, run_take);
   add_flag(run_cmd, "--no-history", run_texts.no_history, "Do not record this run in the run history");
   add_option(run_cmd, "--history-keep", run_texts.history_keep, "Run history: keep at most N runs per name")
@@ -521,6 +531,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
 } // namespace
 
 int cli_main(int argc, char** argv) {
+  reset_inherited_signals(); // SIGCHLD default, job control unblocked: before anything can fork
   std::vector<std::string> args(argv + 1, argv + argc);
   Log log(Verbosity::normal, uri_in_arguments(args));
   return guarded_main(log, [&] { return run_cli(std::move(args), log); });

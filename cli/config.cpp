@@ -129,7 +129,7 @@ std::vector<LocatedItem> parse_config_text(std::string_view text, std::string_vi
 }
 
 UriLayer apply_config_file(App& app, const std::string& path, std::string_view what, Millis timeout) {
-  const auto text = read_bounded_file(path, what, FileKind::regular, timeout);
+  const auto text = read_bounded_file(path, what, FileKind::regular, timeout, FileTrust::private_to_user);
   UriLayer uri;
   for (const auto& [item, line] : parse_config_text(text, path)) {
     const auto where = line == 0 ? path : fmt::format("{}:{}", path, line);

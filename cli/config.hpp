@@ -41,7 +41,8 @@ struct LocatedItem {
 // Throws Error (exit 64) "FILE:LINE: ..." for what scan_config_text() refuses and for a key set twice.
 [[nodiscard]] std::vector<LocatedItem> parse_config_text(std::string_view text, std::string_view file);
 
-// Reads the config file at `path` (read_bounded_file(): a regular file of at most 64 KiB, within
+// Reads the config file at `path` (read_bounded_file(): a regular file of at most 64 KiB, not writable by
+// others nor owned by another user than the reader and root (FileTrust::private_to_user), within
 // `timeout` ms; `what` names its source in errors, e.g. "config file (MONGOLOCK_CONFIG)") and applies
 // its items to `app` (App::apply_config_item()), except uri and uri-file, which it returns: the URI's
 // config file layer (choose_uri_source()). Throws Error (exit 64) "FILE:LINE: ..." naming the key for an

@@ -465,6 +465,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   // No job after the lease: the renew deadline of the first acquisition bounds the start (checked here,
   // by the guardian before it forks, and by the command's process before exec), whatever --on-lost says.
   spec.start_by = lease_deadline(store, locks, policy.lease);
+  spec.no_new_privs = options.no_new_privs;
   if (policy.on_lost != OnLost::ignore) {
     // The guardian's watchdog: armed from the start with the acquisition's deadline.
     spec.deadline = spec.start_by;
@@ -478,7 +479,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
                                                                              policy.lease.renew_deadline)),
                           format_duration(policy.lease.renew_deadline)));
     release_after_run(locker, locks, log, /*lease_lost=*/true);
-    return recorder.finish(&store, Outcome::lease_lost, k_exit_lease_lost);
+    return recorder.finish(&store, Outcome::lease_lost, options.lost_exit_code);
   }
   std::optional<Child> child;
   try {
@@ -490,7 +491,9 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     if (e.exit_code() == k_exit_cannot_execute || e.exit_code() == k_exit_not_found) {
       recorder.finish(&store, Outcome::not_executable, e.exit_code());
     } else if (e.exit_code() == k_exit_lease_lost) {
-      recorder.finish(&store, Outcome::lease_lost, e.exit_code());
+      // Not started: the lease had ended. Said once, with --lost-exit-code's status.
+      log.error(e.what());
+      return recorder.finish(&store, Outcome::lease_lost, options.lost_exit_code);
     }
     throw;
   }
@@ -516,7 +519,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     } else {
       release_after_run(locker, locks, log, /*lease_lost=*/true);
     }
-    const auto code = policy.on_lost == OnLost::ignore ? result.command_status : k_exit_lease_lost;
+    const auto code = policy.on_lost == OnLost::ignore ? result.command_status : options.lost_exit_code;
     // A server that did not answer the renewals gets no history insert either: it would delay the exit.
     // (When mongolock itself did not run, the server is likely fine: the insert is tried.)
     const bool server_silent = result.ran_out && !result.stalled;
@@ -530,7 +533,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   } else if (result.command_status == 0 && released == RunRelease::gone) {
     // A command that succeeded is not reported as a success when its lock was not held to the end (76) or
     // could not be given back (69); a failing command's own status says more.
-    code = k_exit_lease_lost;
+    code = options.lost_exit_code;
   } else if (result.command_status == 0 && released == RunRelease::failed) {
     code = k_exit_unavailable;
   }
@@ -558,7 +561,12 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
 
   // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
   // the heartbeat thread and the command start with them blocked/restored as they should.
-  const SignalBlock signals;
+  // A log reader that goes away must not cost the lock: SIGPIPE is ignored from here on.
+  ignore_sigpipe();
+  // The mask stays until exit: a signal that comes after the command ended (during the release, the
+  // history insert) is never delivered, so the exit status is the run's, not 128+N.
+  SignalBlock signals;
+  signals.keep_blocked();
   RunRecorder recorder(global, options, names, log);
   try {
     return run_checked(global, options, names, policy, signals, recorder, log);

@@ -66,6 +66,8 @@ struct RunOptions {
   TakeOptions take;
   HistoryPolicy history;                   // --no-history, --history-keep, --history-max-age
   std::optional<std::string> metrics_file; // --metrics-file: Prometheus textfile updated after the run
+  int lost_exit_code = k_exit_lease_lost;  // --lost-exit-code: exit code when the lease was lost (0..255)
+  bool no_new_privs = false;               // --no-new-privs: the command starts with PR_SET_NO_NEW_PRIVS
 };
 
 struct StatusOptions {

@@ -44,7 +44,19 @@ private:
 
 } // namespace
 
-std::string read_bounded_file(const std::string& path, std::string_view what, FileKind kind, Millis timeout) {
+std::optional<std::string> untrusted_reason(uid_t owner, mode_t mode, uid_t me) {
+  if ((mode & (S_IWGRP | S_IWOTH)) != 0) {
+    const char* who = (mode & S_IWGRP) != 0 && (mode & S_IWOTH) != 0 ? "its group and others"
+                      : (mode & S_IWGRP) != 0                        ? "its group"
+                                                                     : "others";
+    return fmt::format("it is writable by {} (mode {:04o})", who, mode & 07777);
+  }
+  if (owner != me && owner != 0) return fmt::format("it is owned by uid {} (not you or root)", owner);
+  return std::nullopt;
+}
+
+std::string read_bounded_file(const std::string& path, std::string_view what, FileKind kind, Millis timeout,
+                              FileTrust trust) {
   const auto fail = [&](std::string_view why) {
     return usage_error(fmt::format("cannot read {} '{}': {}", what, path, why));
   };
@@ -65,6 +77,14 @@ std::string read_bounded_file(const std::string& path, std::string_view what, Fi
   if (fd.get() < 0) throw fail(std::strerror(errno));
   if (fstat(fd.get(), &st) != 0) throw fail(std::strerror(errno));
   check(st); // what was opened, in case the path changed since stat()
+  if (trust == FileTrust::private_to_user && S_ISREG(st.st_mode)) {
+    if (const auto why = untrusted_reason(st.st_uid, st.st_mode, geteuid())) {
+      throw fail(fmt::format("{}; another user could point mongolock at a server of theirs, so it is not used: {}",
+                             *why,
+                             (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ? fmt::format("chmod go-w '{}'", path)
+                                                                       : std::string("use a file of your own")));
+    }
+  }
 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string content;

@@ -21,8 +21,10 @@ void Log::write(std::string_view prefix, std::string_view message) const {
     }
   }
   const auto line = fmt::format("mongolock: {}{}\n", prefix, printable_message(body));
+  // A failed write (EPIPE: the reader went away; SIGPIPE is ignored) loses the message, never the run.
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
+  std::clearerr(stderr);
 }
 
 void Log::info(std::string_view message) const {

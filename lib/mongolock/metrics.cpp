@@ -1,4 +1,5 @@
 #include <mongolock/error.hpp>
+#include <mongolock/duration.hpp>
 #include <mongolock/file_read.hpp>
 #include <mongolock/metrics.hpp>
 
@@ -12,6 +13,7 @@
 #include <map>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace mongolock {
@@ -26,6 +28,10 @@ struct NameSeries {
   std::optional<double> last_run_exit_code;
   std::optional<double> last_success_timestamp;
 };
+
+// The wait for the directory's flock: polled (LOCK_NB), at most k_metrics_lock_wait in all.
+constexpr Millis k_metrics_lock_poll{50};
+constexpr Millis k_metrics_lock_wait{2000};
 
 constexpr std::string_view k_runs_total = "mongolock_runs_total";
 constexpr std::string_view k_last_run_timestamp = "mongolock_last_run_timestamp_seconds";
@@ -211,8 +217,15 @@ void write_metrics_file(const std::string& path, const std::vector<RunMetrics>& 
     int fd;
     ~DirGuard() { close(fd); } // also drops the flock
   } guard{dir_fd};
-  while (flock(dir_fd, LOCK_EX) != 0) {
-    if (errno != EINTR) throw fail("cannot lock its directory");
+  // Anyone who can open the directory can lock it: the wait is bounded, then the file is not written.
+  for (int tries = 0; flock(dir_fd, LOCK_EX | LOCK_NB) != 0; ++tries) {
+    if (errno != EWOULDBLOCK && errno != EINTR) throw fail("cannot lock its directory");
+    if (tries * k_metrics_lock_poll >= k_metrics_lock_wait) {
+      throw Error(k_exit_internal, fmt::format("metrics file '{}' not written: another process has held the lock "
+                                               "(flock) on its directory for {}",
+                                               path, format_duration(k_metrics_lock_wait)));
+    }
+    std::this_thread::sleep_for(k_metrics_lock_poll);
   }
   std::string previous;
   struct stat st {};

@@ -33,7 +33,9 @@ void validate_metrics_path(const std::string& path);
 //   mongolock_last_success_timestamp_seconds{name}     gauge: when the last run with outcome ok ended
 // A skipped run only counts in mongolock_runs_total. Counters continue from the file's values (a missing
 // or unreadable file starts them at 0, which Prometheus treats as a counter reset). Several mongolock
-// processes may update one file: an exclusive flock(2) on its directory serializes them. The new content is
+// processes may update one file: an exclusive flock(2) on its directory serializes them; the lock is
+// waited for 2s at most (anyone who can open the directory can hold it), then the file is not written
+// (Error 70, reported as one warning). The new content is
 // written to a temporary file in the same directory, fsync'ed and renamed over `path`. Throws Error (70)
 // naming the file and the reason when it cannot be written; the caller reports that as a warning.
 void write_metrics_file(const std::string& path, const std::vector<RunMetrics>& runs);

@@ -17,6 +17,8 @@
 #include <dirent.h>
 #include <mutex>
 #include <signal.h>
+#include <cstdio>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mongolock {
@@ -85,19 +87,29 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
 // /dev/shm/mongoc-<pid> unless MONGOC_DISABLE_SHM is set in the environment, and removes the file in
 // mongoc_cleanup(). A process killed outright (a holder's SIGKILL) leaves it behind, and a later process
 // that gets the same pid cannot create its own and prints "Falling back to malloc for counters". So each
-// mongolock removes the files of processes that no longer exist. Files of live processes are left alone.
-void remove_stale_driver_counters() {
-  DIR* shm = opendir("/dev/shm");
-  if (shm == nullptr) return;
-  while (const dirent* entry = readdir(shm)) {
-    const std::string_view name = entry->d_name;
-    if (!name.starts_with("mongoc-")) continue;
-    char* end = nullptr;
-    const long pid = std::strtol(entry->d_name + 7, &end, 10);
-    if (pid <= 0 || *end != '\0' || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    unlinkat(dirfd(shm), entry->d_name, 0);
+// mongolock removes its own file at once (the mapping stays valid; nothing else reads the counters), and
+// nothing is left behind whatever ends it. Only the file this very process has mapped (same device and
+// inode in /proc/self/maps) and owns: never another user's, and never one of a process with the same pid
+// number in another pid namespace that shares /dev/shm (a container), which a "pid not alive" test would
+// take for stale.
+void remove_own_driver_counters() {
+  const auto path = fmt::format("/dev/shm/mongoc-{}", getpid());
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return;
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return;
+  char line[4096];
+  bool mapped = false;
+  while (!mapped && std::fgets(line, sizeof line, maps) != nullptr) {
+    // address perms offset dev inode path
+    unsigned long inode = 0;
+    char file[4096] = "";
+    if (std::sscanf(line, "%*s %*s %*s %*s %lu %4095s", &inode, file) == 2) {
+      mapped = inode == static_cast<unsigned long>(st.st_ino) && path == file;
+    }
   }
-  closedir(shm);
+  std::fclose(maps);
+  if (mapped) unlink(path.c_str());
 }
 
 // mongoc_init() once per process, mongoc_cleanup() at exit.
@@ -106,7 +118,7 @@ void init_driver(const Log& log) {
     Init() {
       mongoc_log_set_handler(driver_log_handler, nullptr);
       mongoc_init(); // a no-op where libmongoc initialized itself when it was loaded
-      remove_stale_driver_counters();
+      remove_own_driver_counters();
     }
     ~Init() { mongoc_cleanup(); }
   } init;

@@ -55,7 +55,50 @@ SignalBlock::SignalBlock() {
   pthread_sigmask(SIG_BLOCK, &m_blocked, &m_previous);
 }
 
-SignalBlock::~SignalBlock() { pthread_sigmask(SIG_SETMASK, &m_previous, nullptr); }
+SignalBlock::~SignalBlock() {
+  if (!m_restore) return; // blocked until exit: a pending signal is never delivered
+  // A signal that came after the last read (e.g. during the release) is dropped, not delivered by the
+  // restored mask: the command's work is done and its outcome recorded; it must not turn into 128+N.
+  const timespec zero{0, 0};
+  while (sigtimedwait(&m_blocked, nullptr, &zero) > 0) {}
+  pthread_sigmask(SIG_SETMASK, &m_previous, nullptr);
+}
+
+namespace {
+bool g_chld_ignored = false; // SIGCHLD was ignored when mongolock started
+bool g_pipe_ignored = false; // SIGPIPE was ignored when mongolock started
+sigset_t g_unblocked;        // what reset_inherited_signals() unblocked (given back to the command)
+} // namespace
+
+void reset_inherited_signals() {
+  struct sigaction old {};
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  if (sigaction(SIGCHLD, &dfl, &old) == 0) g_chld_ignored = old.sa_handler == SIG_IGN;
+  if (sigaction(SIGPIPE, nullptr, &old) == 0) g_pipe_ignored = old.sa_handler == SIG_IGN;
+  // A mongolock started with these blocked would not stop with its job (Ctrl-Z) or be told of its end.
+  sigset_t current;
+  pthread_sigmask(SIG_SETMASK, nullptr, &current);
+  sigemptyset(&g_unblocked);
+  for (const int s : {SIGTSTP, SIGCONT, SIGCHLD}) {
+    if (sigismember(&current, s) == 1) sigaddset(&g_unblocked, s);
+  }
+  pthread_sigmask(SIG_UNBLOCK, &g_unblocked, nullptr);
+}
+
+void ignore_sigpipe() {
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGPIPE, &ign, nullptr);
+}
+
+bool ignored_at_start(int signo) {
+  if (signo == SIGCHLD) return g_chld_ignored;
+  if (signo == SIGPIPE) return g_pipe_ignored;
+  return false;
+}
 
 namespace {
 
@@ -107,8 +150,11 @@ bool is_stopped(pid_t pid) {
   return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
 }
 
-// The children of `parent` that are not zombies, from /proc/*/stat.
-std::vector<pid_t> live_children(pid_t parent) {
+// The children of `parent`, from /proc/*/stat, zombies included: a thread-group leader whose main thread
+// called pthread_exit() shows as a zombie while its other threads run, and only a signal to it ends them.
+// A real zombie is the caller's own unreaped child, so its pid cannot have been reused: signalling it is
+// harmless.
+std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> children;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return children;
@@ -128,7 +174,7 @@ std::vector<pid_t> live_children(pid_t parent) {
     const char* paren = std::strrchr(buf, ')');
     char state = 0;
     long ppid = 0;
-    if (paren != nullptr && std::sscanf(paren + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent && state != 'Z') {
+    if (paren != nullptr && std::sscanf(paren + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent) {
       children.push_back(static_cast<pid_t>(pid));
     }
   }
@@ -136,18 +182,56 @@ std::vector<pid_t> live_children(pid_t parent) {
   return children;
 }
 
-// Kills every descendant of the guardian, wherever it went (own session, own group), and exits. Each
-// round kills the guardian's children; their own children, orphaned, are reparented to the guardian (a
-// subreaper) and go in the next round, until none is left.
-[[noreturn]] void kill_descendants_and_exit(pid_t guardian) {
+// A message on the control socket between mongolock and the guardian (SOCK_SEQPACKET: one message per
+// send, never split). Times are CLOCK_BOOTTIME nanoseconds (LeaseClock).
+struct ControlMessage {
+  enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3, ended = 4, unkillable = 5 };
+  std::int64_t kind = 0;
+  std::int64_t at = 0; // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted;
+                       // ended: when the whole job had ended (the guardian is about to exit);
+                       // unkillable: the pid that SIGKILL could not reach (EPERM)
+};
+
+// SIGKILLs every child of `self` (a subreaper) round after round until none is left: the orphans of a
+// killed child come back to `self` and go in the next round. A child that cannot be signalled (EPERM: it
+// runs as another user, e.g. a setuid program) is reported once on `control` (when >= 0) and waited
+// for. Between rounds it sleeps 2ms, doubling up to 100ms while nothing ends, so it never spins. Returns
+// the number of SIGKILLs sent (0: there was nothing to kill). System calls only, but children_of()'s
+// vector (runs after fork()).
+int kill_children(pid_t self, int control) {
+  pid_t reported[32];
+  std::size_t n_reported = 0;
+  int killed = 0;
+  useconds_t pause = 2000;
   for (;;) {
-    for (const pid_t child : live_children(guardian))
-      kill(child, SIGKILL);
+    for (const pid_t child : children_of(self)) {
+      if (kill(child, SIGKILL) == 0) {
+        ++killed;
+        continue;
+      }
+      if (errno != EPERM || control < 0) continue;
+      bool known = false;
+      for (std::size_t i = 0; i < n_reported; ++i)
+        known = known || reported[i] == child;
+      if (known || n_reported == std::size(reported)) continue;
+      reported[n_reported++] = child;
+      const ControlMessage message{ControlMessage::unkillable, child};
+      [[maybe_unused]] const auto n = send(control, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     int status = 0;
-    while (waitpid(-1, &status, WNOHANG) > 0) {}
-    if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) break;
-    usleep(2000);
+    bool reaped = false;
+    pid_t done;
+    while ((done = waitpid(-1, &status, WNOHANG)) > 0)
+      reaped = true;
+    if (done < 0 && errno == ECHILD) return killed;
+    pause = reaped ? 2000 : std::min<useconds_t>(pause * 2, 100'000);
+    usleep(pause);
   }
+}
+
+// Kills every descendant of the guardian, wherever it went (own session, own group), and exits.
+[[noreturn]] void kill_descendants_and_exit(pid_t guardian, int control) {
+  kill_children(guardian, control);
   _exit(128 + SIGKILL);
 }
 
@@ -165,15 +249,6 @@ std::vector<pid_t> live_children(pid_t parent) {
   kill(guardian, sig);
   _exit(128 + sig);
 }
-
-// A message on the control socket between mongolock and the guardian (SOCK_SEQPACKET: one message per
-// send, never split). Times are CLOCK_BOOTTIME nanoseconds (LeaseClock).
-struct ControlMessage {
-  enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3, ended = 4 };
-  std::int64_t kind = 0;
-  std::int64_t at = 0; // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted;
-                       // ended: when the whole job had ended (the guardian is about to exit)
-};
 
 std::int64_t boottime_ns() {
   timespec ts{};
@@ -242,7 +317,7 @@ template <typename Exec>
   if (command < 0) _exit(126);
   const int signals = signalfd(-1, &waited, SFD_NONBLOCK | SFD_CLOEXEC);
   const int timer = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (signals < 0 || timer < 0) kill_descendants_and_exit(guardian);
+  if (signals < 0 || timer < 0) kill_descendants_and_exit(guardian, control);
   std::int64_t kill_at = k_never; // set once the job is being stopped
   bool stopping = false;
   const auto start_stop = [&](std::int64_t now, std::int64_t grace) {
@@ -263,7 +338,7 @@ template <typename Exec>
       const ControlMessage fired{ControlMessage::fired, now};
       [[maybe_unused]] const auto n = send(control, &fired, sizeof fired, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
-    if (stopping && now >= kill_at) kill_descendants_and_exit(guardian);
+    if (stopping && now >= kill_at) kill_descendants_and_exit(guardian, control);
     const auto next = stopping ? kill_at : deadline;
     itimerspec spec{};
     if (next != k_never) {
@@ -277,7 +352,7 @@ template <typename Exec>
   for (;;) {
     check_deadline();
     pollfd fds[3] = {{signals, POLLIN, 0}, {timer, POLLIN, 0}, {control, POLLIN, 0}};
-    if (poll(fds, control >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) kill_descendants_and_exit(guardian);
+    if (poll(fds, control >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) kill_descendants_and_exit(guardian, control);
     check_deadline();
     std::uint64_t expirations = 0;
     [[maybe_unused]] const auto t = read(timer, &expirations, sizeof expirations);
@@ -285,7 +360,7 @@ template <typename Exec>
     signalfd_siginfo info{};
     while (read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       // The kill request comes first, even when a child's report (SIGCHLD) came too.
-      if (static_cast<int>(info.ssi_signo) == kill_signal) kill_descendants_and_exit(guardian);
+      if (static_cast<int>(info.ssi_signo) == kill_signal) kill_descendants_and_exit(guardian, control);
       child_event = true;
     }
     if (control >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
@@ -298,7 +373,7 @@ template <typename Exec>
           kill_at = std::min(kill_at, message.at);
         }
       }
-      if (n == 0) kill_descendants_and_exit(guardian); // mongolock is gone: nobody renews the lease
+      if (n == 0) kill_descendants_and_exit(guardian, control); // mongolock is gone: nobody renews the lease
       check_deadline();
     }
     if (!child_event) continue;
@@ -338,6 +413,15 @@ Child Child::spawn(const ChildSpec& spec) {
   const int tty = terminal >= 0 && tcgetpgrp(terminal) == getpgrp() ? terminal : -1; // we are in the foreground
   const pid_t parent = getpid();
   const int death_signal = SIGRTMIN; // a function call in glibc: not after fork
+  const bool chld_ignored = ignored_at_start(SIGCHLD);
+  const bool pipe_ignored = ignored_at_start(SIGPIPE);
+  sigset_t command_mask = spec.signal_mask; // with what reset_inherited_signals() unblocked blocked again
+  for (const int s : {SIGTSTP, SIGCONT, SIGCHLD}) {
+    if (sigismember(&g_unblocked, s) == 1) sigaddset(&command_mask, s);
+  }
+  // mongolock is a subreaper too: if the guardian dies (SIGKILL), what is left of the job comes back to
+  // mongolock, which kills it before the release (try_wait()) instead of leaving it running under init.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   const std::int64_t deadline = spec.deadline ? spec.deadline->time_since_epoch().count() : k_never;
   const std::int64_t grace_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spec.kill_grace).count();
@@ -366,8 +450,17 @@ Child Child::spawn(const ChildSpec& spec) {
     if (tty >= 0) tcsetpgrp(tty, getpid()); // SIGTTOU is blocked here, as in the parent
     run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, start_by, [&] {
       // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
-      // as found (nohup's ignored SIGHUP stays ignored); only the mask is restored.
-      sigprocmask(SIG_SETMASK, &spec.signal_mask, nullptr);
+      // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
+      // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
+      // mask.
+      struct sigaction action {};
+      sigemptyset(&action.sa_mask);
+      action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
+      sigaction(SIGCHLD, &action, nullptr);
+      action.sa_handler = pipe_ignored ? SIG_IGN : SIG_DFL;
+      sigaction(SIGPIPE, &action, nullptr);
+      if (spec.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return; // errno: exec failed
+      sigprocmask(SIG_SETMASK, &command_mask, nullptr);
       execvpe(argv[0], argv.data(), envp.data());
     });
   }
@@ -402,7 +495,8 @@ Child Child::spawn(const ChildSpec& spec) {
 
 Child::Child(Child&& other) noexcept
     : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_kill_signal(other.m_kill_signal), m_reaped(other.m_reaped),
-      m_control_fd(other.m_control_fd), m_watchdog_fired(other.m_watchdog_fired), m_job_ended(other.m_job_ended) {
+      m_control_fd(other.m_control_fd), m_watchdog_fired(other.m_watchdog_fired), m_job_ended(other.m_job_ended),
+      m_unkillable(other.m_unkillable), m_orphans_killed(other.m_orphans_killed) {
   other.m_pid = -1;
   other.m_tty_fd = -1;
   other.m_reaped = true;
@@ -414,6 +508,7 @@ Child::~Child() {
     kill_job();
     int status = 0;
     while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {}
+    kill_children(getpid(), -1);
   }
   take_back_terminal();
   if (m_control_fd >= 0) close(m_control_fd);
@@ -467,7 +562,13 @@ void Child::read_reports() {
     const LocalTime at{std::chrono::nanoseconds(message.at)};
     if (message.kind == ControlMessage::fired && !m_watchdog_fired) m_watchdog_fired = at;
     if (message.kind == ControlMessage::ended && !m_job_ended) m_job_ended = at;
+    if (message.kind == ControlMessage::unkillable && !m_unkillable) m_unkillable = static_cast<pid_t>(message.at);
   }
+}
+
+std::optional<pid_t> Child::unkillable() {
+  read_reports();
+  return m_unkillable;
 }
 
 std::optional<LocalTime> Child::watchdog_fired() {
@@ -490,6 +591,9 @@ Child::WaitResult Child::try_wait() {
   if (r <= 0) return {WaitResult::running, 0, 0};
   if (WIFSTOPPED(status)) return {WaitResult::stopped, 0, 0};
   m_reaped = true;
+  // Normally nothing: the guardian exits only when the whole job has ended. A guardian killed from outside
+  // left the job's processes to us (a subreaper): they are killed now, while the lock is still held.
+  m_orphans_killed = kill_children(getpid(), -1);
   take_back_terminal();
   if (WIFSIGNALED(status)) return {WaitResult::exited, exit_code_for_signal(WTERMSIG(status)), WTERMSIG(status)};
   return {WaitResult::exited, WEXITSTATUS(status), 0};

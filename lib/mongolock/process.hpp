@@ -21,13 +21,32 @@ namespace mongolock {
 // returns its number, or nullopt when none came. Millis(0) only checks what is pending.
 [[nodiscard]] std::optional<int> take_forwarded_signal(std::chrono::milliseconds timeout);
 
+// Resets, for mongolock itself, what it inherited and depends on (called first thing in cli_main()):
+// SIGCHLD to its default (ignored, the kernel would reap the guardian unseen and `run` would never learn
+// that the job ended), and unblocks SIGCHLD, SIGTSTP and SIGCONT (job control). Records SIGPIPE's
+// disposition for ignore_sigpipe(). The command started by `run` gets SIGCHLD, SIGPIPE and the mask as
+// they were found (ignored_at_start(), Child::spawn()). Not thread-safe: call before any thread starts.
+void reset_inherited_signals();
+
+// run: ignores SIGPIPE in mongolock, so that a reader of its messages that went away (`2>&1 | head`)
+// cannot kill it before its release: a write then fails with EPIPE, which Log ignores. Other commands
+// keep the default (`mongolock list | head` ends quietly, as any filter). After reset_inherited_signals().
+void ignore_sigpipe();
+
+// Whether `signo` (SIGCHLD or SIGPIPE; false for any other) was ignored when reset_inherited_signals() ran.
+[[nodiscard]] bool ignored_at_start(int signo);
+
 // Blocks the forwarded signals plus SIGCHLD, SIGTTOU and SIGTTIN in the calling thread (threads started
-// later inherit the mask), so they are read from a signalfd instead of acting. Restores the previous mask
-// on destruction. Create it before starting threads.
+// later inherit the mask), so they are read from a signalfd instead of acting. On destruction it discards
+// the blocked signals still pending (one that came after the last read, e.g. a SIGTERM during the
+// release, must not kill mongolock when the mask is restored) and restores the previous mask, unless
+// keep_blocked() was called. Create it before starting threads.
 class SignalBlock {
 public:
   SignalBlock();
   ~SignalBlock();
+  // The mask stays as it is until the process exits (run: nothing may turn a finished run into 128+N).
+  void keep_blocked() { m_restore = false; }
   SignalBlock(const SignalBlock&) = delete;
   SignalBlock& operator=(const SignalBlock&) = delete;
   [[nodiscard]] const sigset_t& blocked() const { return m_blocked; }
@@ -36,6 +55,7 @@ public:
 private:
   sigset_t m_blocked{};
   sigset_t m_previous{};
+  bool m_restore = true;
 };
 
 struct ChildSpec {
@@ -53,6 +73,9 @@ struct ChildSpec {
   // right before exec, so a guardian or mongolock stopped between the acquisition and the start never
   // starts a job after its lease (issue #19). Unset: no check.
   std::optional<LocalTime> start_by;
+  // run --no-new-privs: the command starts with PR_SET_NO_NEW_PRIVS, so setuid/setgid bits and file
+  // capabilities give it no privileges, and it stays a process mongolock may signal (prctl(2)).
+  bool no_new_privs = false;
 };
 
 // A started command. The process mongolock starts is a guardian that leads a new process group, starts
@@ -61,6 +84,11 @@ struct ChildSpec {
 // is held until nothing of the job runs. If mongolock dies (PR_SET_PDEATHSIG) or calls kill_job(), the
 // guardian kills every descendant, also those that left the process group. When mongolock owns the
 // terminal's foreground, the job's group gets it while it runs.
+// spawn() makes mongolock a child subreaper (PR_SET_CHILD_SUBREAPER) as well: if the guardian itself is
+// killed (SIGKILL from outside), the job's processes come back to mongolock, and try_wait() kills and
+// reaps them before it reports the end, so the lock is still held until nothing of the job runs. A
+// process that runs as another user (a setuid program that changed its real uid) cannot be signalled by
+// an unprivileged mongolock: the guardian reports it (unkillable()) and waits for it to end.
 //
 // The guardian is also the lease's watchdog: it keeps the deadline by which the job must be stopped
 // (ChildSpec::deadline, moved later by extend_deadline() after every renewal) on a CLOCK_BOOTTIME timer of
@@ -106,6 +134,12 @@ public:
   // The time (LeaseClock) at which the whole job had ended, as the guardian reported just before it
   // exited; nullopt while it runs (or when the report was lost: the guardian exits anyway).
   [[nodiscard]] std::optional<LocalTime> job_ended();
+  // A pid of the job that the guardian could not SIGKILL (EPERM: it runs as another user), as first
+  // reported; the guardian then waits for the job to end on its own. nullopt when none was reported.
+  [[nodiscard]] std::optional<pid_t> unkillable();
+  // How many SIGKILLs mongolock sent to processes of the job that were left when the guardian was reaped
+  // (try_wait() reaps them before it reports the end): 0 unless the guardian was killed from outside.
+  [[nodiscard]] int orphans_killed() const { return m_orphans_killed; }
 
   struct WaitResult {
     enum State { running, stopped, exited } state = running;
@@ -137,6 +171,8 @@ private:
   int m_control_fd = -1; // our end of the guardian's control socket (SOCK_SEQPACKET)
   std::optional<LocalTime> m_watchdog_fired;
   std::optional<LocalTime> m_job_ended;
+  std::optional<pid_t> m_unkillable;
+  int m_orphans_killed = 0;
 };
 
 } // namespace mongolock

@@ -321,13 +321,28 @@ RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& chil
     }
   };
 
+  bool told_unkillable = false;
   for (;;) {
     check_lease();
     const auto state = child.try_wait();
     if (state.state == Child::WaitResult::exited) {
       outcome.command_status = state.exit_code;
       outcome.command_signal = state.signal;
+      if (child.orphans_killed() > 0) {
+        log.warning(fmt::format("the guardian was killed (status {}); killed what it left of the job before "
+                                "releasing",
+                                state.exit_code));
+      }
       break;
+    }
+    if (const auto pid = told_unkillable ? std::nullopt : child.unkillable()) {
+      told_unkillable = true;
+      log.error(fmt::format("cannot kill process {} of the job: it runs as another user (a setuid program?) and "
+                            "mongolock may not signal it; waiting for it to end{}",
+                            *pid,
+                            outcome.lease_lost ? "; it may run beside the next holder"
+                                               : ", the lease is renewed meanwhile (run --no-new-privs keeps a job "
+                                                 "killable)"));
     }
     if (state.state == Child::WaitResult::stopped) {
       // Job control (Ctrl-Z, or a background job reading the terminal): the whole job is stopped before

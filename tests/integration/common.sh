@@ -109,8 +109,8 @@ export MONGOLOCK_CONFIG=$SUITE_TMP/empty.conf
 : >"$MONGOLOCK_CONFIG"
 # libmongoc's shared-memory counters off: the suites kill holders with SIGKILL on purpose, which leaves
 # /dev/shm/mongoc-<pid> behind, and on a machine with a small pid_max a later process that gets the same
-# pid prints a warning the output checks would trip on (mongolock removes such files of dead processes,
-# but cannot for its own pid: libmongoc opens it before main).
+# pid prints a warning the output checks would trip on (mongolock removes its own file when it starts,
+# but the harness's python and other clients, and older binaries, may leave files behind).
 export MONGOC_DISABLE_SHM=1
 T=$SUITE_TMP  # each test case gets its own: $SUITE_TMP/<case number>
 OUT=$T/stdout # output of the last expect_exit

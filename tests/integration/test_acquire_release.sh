@@ -191,27 +191,6 @@ special_characters_in_names() {
   done
 }
 
-# libmongoc leaves /dev/shm/mongoc-<pid> behind when a process using it is killed outright (a holder's
-# SIGKILL); mongolock removes those of processes that no longer exist, never those of live ones.
-stale_driver_counters_removed() {
-  local dead live
-  sh -c 'exit 0' &
-  dead=$!
-  wait "$dead"
-  sleep 30 &
-  live=$!
-  track "$live"
-  : >"/dev/shm/mongoc-$dead"
-  : >"/dev/shm/mongoc-$live"
-  expect_exit 1 -- ml status "$(lock_name)"
-  local dead_left=0 live_left=0
-  [[ -e /dev/shm/mongoc-$dead ]] && dead_left=1
-  [[ -e /dev/shm/mongoc-$live ]] && live_left=1
-  rm -f "/dev/shm/mongoc-$dead" "/dev/shm/mongoc-$live"
-  assert_eq "$dead_left" 0 "counter file of a dead process left behind"
-  assert_eq "$live_left" 1 "counter file of a live process kept"
-}
-
 run_case "acquire prints a token; status names this shell; release frees it" acquire_status_release
 run_case "acquire -q still prints the token" quiet_acquire_prints_token
 run_case "acquire then release in one script: the holder is the script's shell" script_acquire_then_release
@@ -224,5 +203,4 @@ run_case "a new acquisition gets a new token and _id; the old token is spent" re
 run_case "locks of different names are independent" names_are_separate
 run_case "a 200-byte name and a UTF-8 name work" longest_and_unicode_names
 run_case "names with spaces, quotes, \$, dots, regex characters are plain values" special_characters_in_names
-run_case "stale libmongoc counter files of dead processes are removed" stale_driver_counters_removed
 finish

@@ -117,4 +117,27 @@ TEST_CASE("A pipe with more than 64 KiB is refused") {
   close(fds[1]);
 }
 
+TEST_CASE("A file others could change is not trusted (FileTrust::private_to_user)") {
+  CHECK_FALSE(untrusted_reason(1000, S_IFREG | 0600, 1000).has_value());
+  CHECK_FALSE(untrusted_reason(0, S_IFREG | 0644, 1000).has_value()); // root's file
+  CHECK(*untrusted_reason(1000, S_IFREG | 0620, 1000) == "it is writable by its group (mode 0620)");
+  CHECK(*untrusted_reason(1000, S_IFREG | 0602, 1000) == "it is writable by others (mode 0602)");
+  CHECK(*untrusted_reason(0, S_IFREG | 0666, 0) == "it is writable by its group and others (mode 0666)");
+  CHECK(*untrusted_reason(1001, S_IFREG | 0644, 1000) == "it is owned by uid 1001 (not you or root)");
+
+  const TempDir dir;
+  const auto path = dir.file("uri", "mongodb://x\n");
+  REQUIRE(chmod(path.c_str(), 0646) == 0);
+  CHECK(read_bounded_file(path, "uri-file", FileKind::regular, 1s) == "mongodb://x\n"); // FileTrust::any
+  try {
+    (void)read_bounded_file(path, "uri-file", FileKind::regular, 1s, FileTrust::private_to_user);
+    FAIL("a file writable by others was read");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == 64);
+    CHECK(std::string(e.what()).find("chmod go-w '" + path + "'") != std::string::npos);
+  }
+  REQUIRE(chmod(path.c_str(), 0600) == 0);
+  CHECK(read_bounded_file(path, "uri-file", FileKind::regular, 1s, FileTrust::private_to_user) == "mongodb://x\n");
+}
+
 TEST_SUITE_END();

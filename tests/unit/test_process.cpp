@@ -133,3 +133,33 @@ TEST_CASE("A command started before its start_by runs as usual") {
 }
 
 TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("Signals");
+
+TEST_CASE("A signal pending when SignalBlock ends is discarded, not delivered") {
+  {
+    const SignalBlock block;
+    REQUIRE(raise(SIGUSR1) == 0); // would end the test binary if delivered
+  }
+  sigset_t pending;
+  sigpending(&pending);
+  CHECK_FALSE(sigismember(&pending, SIGUSR1));
+}
+
+TEST_CASE("reset_inherited_signals(): SIGCHLD default; ignore_sigpipe(); a job still ends and is seen") {
+  signal(SIGCHLD, SIG_IGN);
+  reset_inherited_signals();
+  CHECK(ignored_at_start(SIGCHLD));
+  struct sigaction now {};
+  sigaction(SIGCHLD, nullptr, &now);
+  CHECK((now.sa_handler == SIG_DFL));
+  ignore_sigpipe();
+  sigaction(SIGPIPE, nullptr, &now);
+  CHECK((now.sa_handler == SIG_IGN));
+  auto child = start({"sh", "-c", "exit 7"}, std::nullopt, 0ms);
+  CHECK(wait_exit(child) == 7);
+  reset_inherited_signals(); // as found by the other tests: not ignored
+  CHECK_FALSE(ignored_at_start(SIGCHLD));
+}
+
+TEST_SUITE_END();
