@@ -229,7 +229,8 @@ public:
   // The command has just started; `clock` is the server's clock (as of the acquisition).
   void started(const ServerClock& clock) {
     m_clock = clock;
-    m_started_at = clock.now();
+    m_started_local = LeaseClock::now();
+    m_started_at = clock.at(m_started_local);
   }
 
   [[nodiscard]] bool finished() const { return m_finished; }
@@ -260,8 +261,12 @@ private:
         clock = store->clock();
       } catch (const Error&) {}
     }
-    const auto ended_at =
-        clock ? clock->at(ended) : std::chrono::time_point_cast<Millis>(std::chrono::system_clock::now());
+    // A run that started: its duration on this host's clock, and the end from the start (two estimates of
+    // the server's clock, taken at different handshakes, could make a run look shorter than it was).
+    const auto duration = std::max(Millis(0), std::chrono::duration_cast<Millis>(ended - m_started_local));
+    const auto ended_at = m_started_at ? *m_started_at + duration
+                          : clock      ? clock->at(ended)
+                                       : std::chrono::time_point_cast<Millis>(std::chrono::system_clock::now());
     std::vector<RunRecord> runs;
     std::vector<RunMetrics> metrics;
     for (const auto& name : m_names) {
@@ -273,7 +278,7 @@ private:
       run.command = m_command;
       run.started_at = m_started_at;
       run.ended_at = ended_at;
-      if (m_started_at) run.duration = std::max(Millis(0), ended_at - *m_started_at);
+      if (m_started_at) run.duration = duration;
       run.waited = m_waited.value_or(std::chrono::duration_cast<Millis>(ended - m_began));
       run.outcome = std::string(outcome_name(outcome));
       run.exit_code = exit_code;
@@ -311,6 +316,7 @@ private:
   LocalTime m_began;
   std::optional<Millis> m_waited;
   std::optional<ServerClock> m_clock;
+  LocalTime m_started_local{}; // when the command started (LeaseClock)
   std::optional<ServerTime> m_started_at;
   std::map<std::string, std::int64_t> m_fences;
   bool m_finished = false;
