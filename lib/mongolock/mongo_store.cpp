@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <new>
 
 #include <cerrno>
 #include <cstdlib>
@@ -291,7 +292,137 @@ void on_command_failed(const mongoc_apm_command_failed_t* event) {
                       monitor->log.scrub(error.message));
 }
 
+// How long a server clock read from a hello is used before it is read again (refresh_clock).
+constexpr Millis k_clock_max_age{60'000};
+
 std::int32_t to_int32_ms(Millis d) { return static_cast<std::int32_t>(std::min<Millis::rep>(d.count(), INT32_MAX)); }
+
+// --- per-call time limits on a kept connection ----------------------------------------------------
+//
+// libmongoc 1.23 fixes socketTimeoutMS when a client is made (no setter), and a new client means a new
+// TCP connection, TLS handshake and authentication. To bound one call (a lease renewal) on the client
+// that is kept, every connection of the client is wrapped in a DeadlineStream, which caps the timeout of
+// each read and write at what is left of the call's deadline and fails them once it has passed.
+
+// When the current call must be over; shared by every stream of the client (all on one thread).
+struct CallDeadline {
+  std::optional<LocalTime> until; // none: only the client's own socketTimeoutMS applies
+};
+
+// The driver's stream (TCP or TLS, buffered) behind a deadline. `base` comes first: the driver sees a
+// mongoc_stream_t* (the public custom-stream interface of mongoc-stream.h).
+struct DeadlineStream {
+  mongoc_stream_t base;
+  mongoc_stream_t* inner;
+  CallDeadline* deadline;
+  bool cut = false; // the last read or write was refused because the deadline had passed
+};
+
+constexpr int k_deadline_stream_type = 0x6d6c; // not one of libmongoc's MONGOC_STREAM_* types
+
+DeadlineStream* deadline_stream(mongoc_stream_t* stream) { return reinterpret_cast<DeadlineStream*>(stream); }
+
+// Caps `timeout_ms` (negative: none) at the time left; false (errno ETIMEDOUT) when none is left.
+bool cap_timeout(DeadlineStream* s, std::int32_t& timeout_ms) {
+  s->cut = false;
+  if (!s->deadline->until) return true;
+  const auto left = std::chrono::ceil<Millis>(*s->deadline->until - LeaseClock::now()).count();
+  if (left <= 0) {
+    s->cut = true;
+    errno = ETIMEDOUT;
+    return false;
+  }
+  if (timeout_ms < 0 || timeout_ms > left) timeout_ms = static_cast<std::int32_t>(std::min<Millis::rep>(left, INT32_MAX));
+  return true;
+}
+
+ssize_t deadline_writev(mongoc_stream_t* stream, mongoc_iovec_t* iov, size_t iovcnt, std::int32_t timeout_ms) {
+  auto* s = deadline_stream(stream);
+  if (!cap_timeout(s, timeout_ms)) return -1;
+  return s->inner->writev(s->inner, iov, iovcnt, timeout_ms);
+}
+
+ssize_t deadline_readv(mongoc_stream_t* stream, mongoc_iovec_t* iov, size_t iovcnt, size_t min_bytes,
+                       std::int32_t timeout_ms) {
+  auto* s = deadline_stream(stream);
+  if (!cap_timeout(s, timeout_ms)) return -1;
+  return s->inner->readv(s->inner, iov, iovcnt, min_bytes, timeout_ms);
+}
+
+void deadline_destroy(mongoc_stream_t* stream) {
+  auto* s = deadline_stream(stream);
+  mongoc_stream_destroy(s->inner);
+  delete s;
+}
+
+void deadline_failed(mongoc_stream_t* stream) {
+  auto* s = deadline_stream(stream);
+  mongoc_stream_failed(s->inner);
+  delete s;
+}
+
+int deadline_close(mongoc_stream_t* stream) { return mongoc_stream_close(deadline_stream(stream)->inner); }
+int deadline_flush(mongoc_stream_t* stream) { return mongoc_stream_flush(deadline_stream(stream)->inner); }
+int deadline_setsockopt(mongoc_stream_t* stream, int level, int name, void* value, mongoc_socklen_t length) {
+  return mongoc_stream_setsockopt(deadline_stream(stream)->inner, level, name, value, length);
+}
+mongoc_stream_t* deadline_base(mongoc_stream_t* stream) { return deadline_stream(stream)->inner; }
+bool deadline_check_closed(mongoc_stream_t* stream) {
+  return mongoc_stream_check_closed(deadline_stream(stream)->inner);
+}
+bool deadline_timed_out(mongoc_stream_t* stream) {
+  auto* s = deadline_stream(stream);
+  return s->cut || mongoc_stream_timed_out(s->inner);
+}
+bool deadline_should_retry(mongoc_stream_t* stream) {
+  return mongoc_stream_should_retry(deadline_stream(stream)->inner);
+}
+
+} // namespace
+} // namespace mongolock
+
+// libmongoc's own connection maker (TCP, TLS with the client's options, buffered): exported by libmongoc
+// 1.x (a custom initiator is meant to build on it) but declared only in its private mongoc-client-private.h
+// (1.23.1 and master). `user_data` is the client.
+extern "C" mongoc_stream_t* mongoc_client_default_stream_initiator(const mongoc_uri_t* uri,
+                                                                   const mongoc_host_list_t* host, void* user_data,
+                                                                   bson_error_t* error);
+
+namespace mongolock {
+namespace {
+
+// mongoc_client_set_stream_initiator()'s user data: the client (for the default initiator's TLS options)
+// and the deadline its streams follow.
+struct StreamFactory {
+  mongoc_client_t* client = nullptr;
+  CallDeadline* deadline = nullptr;
+};
+
+// The driver's own connection (TCP connect within connectTimeoutMS, TLS handshake), wrapped.
+mongoc_stream_t* deadline_initiator(const mongoc_uri_t* uri, const mongoc_host_list_t* host, void* user_data,
+                                    bson_error_t* error) {
+  auto* factory = static_cast<StreamFactory*>(user_data);
+  mongoc_stream_t* inner = mongoc_client_default_stream_initiator(uri, host, factory->client, error);
+  if (inner == nullptr) return nullptr;
+  auto* s = new (std::nothrow) DeadlineStream{};
+  if (s == nullptr) return inner; // no memory for the wrapper: unbounded by the deadline, bounded by socketTimeoutMS
+  s->base.type = k_deadline_stream_type;
+  s->base.destroy = deadline_destroy;
+  s->base.close = deadline_close;
+  s->base.flush = deadline_flush;
+  s->base.writev = deadline_writev;
+  s->base.readv = deadline_readv;
+  s->base.setsockopt = deadline_setsockopt;
+  s->base.get_base_stream = deadline_base;
+  s->base.check_closed = deadline_check_closed;
+  s->base.poll = nullptr; // mongoc_stream_poll() polls the root stream (the socket)
+  s->base.failed = deadline_failed;
+  s->base.timed_out = deadline_timed_out;
+  s->base.should_retry = deadline_should_retry;
+  s->inner = inner;
+  s->deadline = factory->deadline;
+  return &s->base;
+}
 
 } // namespace
 
@@ -303,6 +434,8 @@ struct MongoStore::Impl {
   std::string namespace_name; // "db.collection", for messages
   CommandMonitor monitor;     // before the client: destroying the client may still send commands
   UriPtr uri;
+  CallDeadline call_deadline; // before the client: its streams point here
+  StreamFactory streams;      // mongoc_client_set_stream_initiator()'s user data
   ClientPtr client;
   CollectionPtr collection;
   CollectionPtr fences; // "<collection>_fences", opened on first use
@@ -314,6 +447,7 @@ struct MongoStore::Impl {
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
   Millis connect_limit{0};           // the current client's connectTimeoutMS = serverSelectionTimeoutMS
   Millis socket_limit{0};            // the current client's socketTimeoutMS
+  int clients_made = 0;              // clients made so far (each one connects anew), for -v
   mutable bool failed = false;       // a call of the current client failed
 
   Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
@@ -398,6 +532,11 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
   if (config.server_check_interval) {
     mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS,
                                    to_int32_ms(std::max(*config.server_check_interval, Millis(500))));
+  } else if (mongoc_uri_get_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS, 0) == 0) {
+    // No periodic server checks: on a kept connection a check would be bounded by the client's connect
+    // timeout, not by the call's deadline (its reads are polled on the socket, beneath DeadlineStream).
+    // The clock is re-read with an explicit hello instead (refresh_clock).
+    mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS, INT32_MAX);
   }
   if (mongoc_uri_get_appname(impl.uri.get()) == nullptr) mongoc_uri_set_appname(impl.uri.get(), "mongolock");
   impl.open_client(config.connect_timeout, config.operation_timeout);
@@ -437,6 +576,10 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
         fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
   }
   mongoc_client_set_error_api(client.get(), MONGOC_ERROR_API_VERSION_2);
+  streams.client = client.get();
+  streams.deadline = &call_deadline;
+  mongoc_client_set_stream_initiator(client.get(), deadline_initiator, &streams);
+  ++clients_made;
   if (config.count_commands || log.verbosity() == Verbosity::verbose) {
     ApmCallbacksPtr callbacks(mongoc_apm_callbacks_new());
     mongoc_apm_set_command_started_cb(callbacks.get(), on_command_started);
@@ -450,16 +593,25 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
 void MongoStore::reconnect(std::optional<CallLimits> limits) {
   auto& impl = *m_impl;
   if (!limits) {
-    const bool configured =
-        impl.connect_limit == impl.config.connect_timeout && impl.socket_limit == impl.config.operation_timeout;
-    if (configured && !impl.failed) return;
+    impl.call_deadline.until.reset();
+    if (!impl.failed && impl.connect_limit <= impl.config.connect_timeout) return; // keep the connection
     impl.open_client(impl.config.connect_timeout, impl.config.operation_timeout);
+    impl.log.debugf("new connection (client {}): connect and handshake within {}", impl.clients_made,
+                    format_duration(impl.connect_limit));
     return;
   }
+  const auto now = LeaseClock::now();
   const auto connect = std::min(impl.config.connect_timeout, limits->connect);
-  impl.open_client(connect, std::min(impl.config.operation_timeout, limits->total - connect));
-  impl.log.debugf("new connection: connect and handshake within {}, the command within {}",
-                  format_duration(impl.connect_limit), format_duration(impl.socket_limit));
+  const auto total = std::min(limits->total, connect + impl.config.operation_timeout);
+  // A kept client connects again only when its connection was closed under it; its connect limit must then
+  // fit this call too. A new one gets 7/8 of the time, so that the next calls, whose limits differ from
+  // this one's by the few ms their timers wake late, can keep it.
+  if (impl.failed || impl.connect_limit > connect) {
+    impl.open_client(std::max(connect - connect / 8, Millis(1)), impl.config.operation_timeout);
+    impl.log.debugf("new connection (client {}): connect and handshake within {}, the call within {}",
+                    impl.clients_made, format_duration(impl.connect_limit), format_duration(total));
+  }
+  impl.call_deadline.until = now + total;
 }
 
 void MongoStore::Impl::refresh_clock() {
@@ -478,11 +630,14 @@ void MongoStore::Impl::refresh_clock() {
   if (bson_iter_init_find(&it, hello, "localTime") && BSON_ITER_HOLDS_DATE_TIME(&it)) {
     local_time = bson_iter_date_time(&it);
   }
-  if (local_time != 0 && local_time == clock_hello_time) return; // no newer hello: keep the clock
+  // No newer hello than the clock's: keep the clock while it is young, else ask the server (one hello on
+  // the connection there is: no server check, see the constructor).
+  const bool nothing_newer = clock && local_time == clock_hello_time;
+  if (nothing_newer && selected - clock->anchor() < k_clock_max_age) return;
   auto round_trip = Millis(mongoc_server_description_round_trip_time(server.get()));
   if (round_trip < Millis(0)) round_trip = std::chrono::duration_cast<Millis>(selected - started);
-  if (local_time == 0) {
-    // The handshake reply lacks localTime: ask the server once, timing the round trip ourselves.
+  if (local_time == 0 || nothing_newer) {
+    // The handshake reply lacks localTime, or the clock is old: ask the server, timing the round trip ourselves.
     Reply reply;
     Bson command;
     BSON_APPEND_INT32(command.get(), "hello", 1);
@@ -496,7 +651,7 @@ void MongoStore::Impl::refresh_clock() {
     }
     clock.emplace(from_bson_date(bson_iter_date_time(&it)), std::chrono::duration_cast<Millis>(received - sent),
                   received);
-    clock_hello_time = 0;
+    clock_hello_time = local_time; // the driver's hello, now older than the clock
   } else {
     // The hello may be older than this call (a server check made inside an earlier operation): anchor it
     // at the time the driver processed it, on the same monotonic clock (CLOCK_MONOTONIC, microseconds),
