@@ -111,6 +111,13 @@ struct ServerInfo {
   std::string version;      // buildInfo.version
   int max_wire_version = 0; // hello.maxWireVersion
   std::string address;      // host:port of the selected server
+  bool tls = false;         // the connection uses TLS (the URI's tls/ssl option, implied by mongodb+srv)
+  std::string tls_ca_file;  // the URI's tlsCAFile ("" : the system's CAs)
+  std::string tls_certificate; // the URI's tlsCertificateKeyFile, the client certificate ("" : none)
+  std::string user;         // the authenticated user as "name@database" (connectionStatus), "" when none
+  std::string mechanism;    // the authentication mechanism: the URI's authMechanism, else the one libmongoc
+                            // negotiates from the handshake's saslSupportedMechs (SCRAM-SHA-256, else
+                            // SCRAM-SHA-1); "" without credentials
 };
 
 // Time limits of the server calls after LockStore::reconnect() (ms), counted from reconnect().

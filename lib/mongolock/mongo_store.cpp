@@ -292,6 +292,29 @@ void on_command_failed(const mongoc_apm_command_failed_t* event) {
                       monitor->log.scrub(error.message));
 }
 
+// What a driver error most likely means, for a connection's TLS or authentication ("" when nothing
+// specific): libmongoc's words name the step that failed, not what to change. Matched on libmongoc 1.23's
+// messages (mongoc-stream-tls-openssl.c, mongoc-cluster.c, mongoc-scram.c).
+std::string connection_hint(std::string_view message) {
+  const auto has = [&](std::string_view text) { return message.find(text) != std::string_view::npos; };
+  if (has("Authentication failed") || has("SCRAM Failure") || has("authentication failed"))
+    return "the server refused the user name or password (check them and authSource)";
+  if (has("Failed initialize TLS state") || has("Cannot find certificate") || has("Cannot load"))
+    return "the TLS files could not be loaded (check tlsCAFile and tlsCertificateKeyFile, and "
+           "tlsCertificateKeyFilePassword for an encrypted key)";
+  if (has("certificate verify failed") || has("certificate has expired") || has("self-signed") ||
+      has("self signed"))
+    return "the server's certificate is not trusted (check tlsCAFile: the CA that signed it)";
+  if (has("Host name verification failed") || has("hostname mismatch") || has("does not match"))
+    return "the server's certificate is not valid for this host name";
+  if (has("TLS handshake timed out") || has("TLS handshake failed"))
+    return "the TLS handshake failed (a port that does not speak TLS, with tls=true?)";
+  if (has("calling hello") && (has("length header") || has("connection closed")))
+    return "the server closed the connection at the handshake (a TLS port without tls=true, or a client "
+           "certificate the server refused: missing, expired or not signed by its CA?)";
+  return "";
+}
+
 // How long a server clock read from a hello is used before it is read again (refresh_clock).
 constexpr Millis k_clock_max_age{60'000};
 
@@ -472,13 +495,21 @@ struct MongoStore::Impl {
 
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
     failed = true;
-    throw unavailable_error(fmt::format("{} on {} failed: {}", what, namespace_name, driver_text(error)));
+    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, namespace_name, driver_text(error),
+                                        hint_suffix(error)));
   }
 
   // For server commands that concern no collection (hello, buildInfo).
   [[noreturn]] void fail_server(std::string_view what, const bson_error_t& error) const {
     failed = true;
-    throw unavailable_error(fmt::format("{} on {} failed: {}", what, redact_uri(config.uri), driver_text(error)));
+    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, redact_uri(config.uri), driver_text(error),
+                                        hint_suffix(error)));
+  }
+
+  // "; <what it most likely means>" for a TLS or authentication error, else "".
+  [[nodiscard]] static std::string hint_suffix(const bson_error_t& error) {
+    const auto hint = connection_hint(error.message);
+    return hint.empty() ? "" : "; " + hint;
   }
 
   // Connects on first use, so that an unreachable server is always reported as such, with its URI.
@@ -621,8 +652,10 @@ void MongoStore::Impl::refresh_clock() {
   const auto selected = LeaseClock::now();
   if (!server) {
     failed = true;
-    throw unavailable_error(fmt::format("cannot reach MongoDB at {}: {}; check --uri and that the server is up",
-                                        redact_uri(config.uri), driver_text(error)));
+    auto hint = connection_hint(error.message);
+    if (hint.empty()) hint = "check --uri and that the server is up";
+    throw unavailable_error(
+        fmt::format("cannot reach MongoDB at {}: {}; {}", redact_uri(config.uri), driver_text(error), hint));
   }
   const bson_t* hello = mongoc_server_description_hello_response(server.get());
   bson_iter_t it;
@@ -750,6 +783,50 @@ ServerInfo MongoStore::server_info() {
     impl.fail_server("buildInfo", error);
   }
   if (bson_iter_init_find(&it, reply.get(), "version")) info.version = iter_string(it);
+
+  const mongoc_uri_t* uri = impl.uri.get();
+  info.tls = mongoc_uri_get_tls(uri);
+  info.tls_ca_file = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCAFILE, "");
+  info.tls_certificate = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, "");
+  if (const char* user = mongoc_uri_get_username(uri); user != nullptr) {
+    if (const char* mechanism = mongoc_uri_get_auth_mechanism(uri); mechanism != nullptr) {
+      info.mechanism = mechanism;
+    } else {
+      // libmongoc's choice without authMechanism (_mongoc_cluster_auth_node): SCRAM-SHA-256 when the
+      // handshake's saslSupportedMechs lists it, else SCRAM-SHA-1.
+      info.mechanism = "SCRAM-SHA-1";
+      bson_iter_t mechs;
+      if (bson_iter_init_find(&it, mongoc_server_description_hello_response(server.get()), "saslSupportedMechs") &&
+          BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &mechs)) {
+        while (bson_iter_next(&mechs)) {
+          if (BSON_ITER_HOLDS_UTF8(&mechs) && iter_string(mechs) == "SCRAM-SHA-256") info.mechanism = "SCRAM-SHA-256";
+        }
+      }
+    }
+  }
+  // Who the server says we are: connectionStatus.authInfo.authenticatedUsers[0].
+  Bson status;
+  BSON_APPEND_INT32(status.get(), "connectionStatus", 1);
+  Reply status_reply;
+  bson_iter_t users;
+  bson_iter_t first;
+  if (mongoc_client_command_simple(impl.client.get(), "admin", status.get(), nullptr, status_reply.get(), &error) &&
+      bson_iter_init_find(&it, status_reply.get(), "authInfo") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+      bson_iter_recurse(&it, &users) && bson_iter_find(&users, "authenticatedUsers") &&
+      BSON_ITER_HOLDS_ARRAY(&users) && bson_iter_recurse(&users, &first) && bson_iter_next(&first) &&
+      BSON_ITER_HOLDS_DOCUMENT(&first)) {
+    bson_iter_t field;
+    std::string name;
+    std::string db;
+    if (bson_iter_recurse(&first, &field)) {
+      while (bson_iter_next(&field)) {
+        const std::string_view key = bson_iter_key(&field);
+        if (key == "user") name = iter_string(field);
+        if (key == "db") db = iter_string(field);
+      }
+    }
+    if (!name.empty()) info.user = db.empty() ? name : name + "@" + db;
+  }
   return info;
 }
 
