@@ -299,14 +299,16 @@ std::string connection_hint(std::string_view message) {
   const auto has = [&](std::string_view text) { return message.find(text) != std::string_view::npos; };
   if (has("Authentication failed") || has("SCRAM Failure") || has("authentication failed"))
     return "the server refused the user name or password (check them and authSource)";
+  if (has("requires authentication"))
+    return "the server requires authentication (give user:password@ in the URI, kept in --uri-file)";
   if (has("Failed initialize TLS state") || has("Cannot find certificate") || has("Cannot load"))
     return "the TLS files could not be loaded (check tlsCAFile and tlsCertificateKeyFile, and "
            "tlsCertificateKeyFilePassword for an encrypted key)";
+  if (has("mismatch") || has("Host name verification failed"))
+    return "the server's certificate is not valid for the host name or address in the URI";
   if (has("certificate verify failed") || has("certificate has expired") || has("self-signed") ||
       has("self signed"))
     return "the server's certificate is not trusted (check tlsCAFile: the CA that signed it)";
-  if (has("Host name verification failed") || has("hostname mismatch") || has("does not match"))
-    return "the server's certificate is not valid for this host name";
   if (has("TLS handshake timed out") || has("TLS handshake failed"))
     return "the TLS handshake failed (a port that does not speak TLS, with tls=true?)";
   if (has("calling hello") && (has("length header") || has("connection closed")))
