@@ -458,8 +458,8 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   const auto result = supervise(locker, locks, *child, signals, policy, log);
   const auto ended = child->job_ended();
   log.debugf("command exited with status {}", result.command_status);
-  // The heartbeat left a client with timeouts cut to its deadlines (or a failed one): the release gets
-  // the configured timeouts on a fresh connection.
+  // The heartbeat left its call deadline (or a failed client): the release gets the configured timeouts,
+  // on the same connection unless a call failed.
   store.reconnect(std::nullopt);
 
   if (result.lease_lost) {
