@@ -138,12 +138,13 @@ public:
 
   // Sets the time limits of the next calls, and makes a new client (a new connection, server selection
   // anew) only when needed: after a call of the current client failed or timed out (so that a server that
-  // failed a check is tried again at once: libmongoc's single-threaded client would wait 5s), or when the
-  // client's connect limit exceeds limits.connect. While calls succeed, the connection is kept (no TCP
-  // connect, TLS handshake or authentication per call: issue 15). With `limits`, the calls until the next
-  // reconnect() end with an error (69) once limits.total has passed since this call (each read and write is
-  // cut at that deadline), and a connect that is needed must be done within limits.connect (both capped by
-  // the configured connect and operation timeouts); without, the deadline is lifted and the configured
+  // failed a check is tried again at once: libmongoc's single-threaded client would wait 5s). While calls
+  // succeed, the connection is kept (no TCP connect, TLS handshake or authentication per call: issue 15).
+  // With `limits`, the calls until the next reconnect() end with an error (69) once limits.total has passed
+  // since this call (each read and write is cut at that deadline), and a connect they need must be done
+  // within limits.connect (both capped by the configured connect and operation timeouts); a kept client
+  // whose connect timeout is longer does not connect again in them (the call fails instead, and the next
+  // reconnect() makes a new client); without `limits`, the deadline is lifted and the configured
   // timeouts apply (a new client only after a failure). Sends nothing to the server (a dropped client's
   // session is left to expire there). Throws Error (64) only when the URI cannot make a client.
   virtual void reconnect(std::optional<CallLimits> limits) = 0;

@@ -332,6 +332,8 @@ std::int32_t to_int32_ms(Millis d) { return static_cast<std::int32_t>(std::min<M
 // When the current call must be over; shared by every stream of the client (all on one thread).
 struct CallDeadline {
   std::optional<LocalTime> until; // none: only the client's own socketTimeoutMS applies
+  bool may_connect = true;        // false: a new connection is refused (a kept client whose connect limit
+                                  // is longer than the call allows; see MongoStore::reconnect)
 };
 
 // The driver's stream (TCP or TLS, buffered) behind a deadline. `base` comes first: the driver sees a
@@ -427,6 +429,14 @@ struct StreamFactory {
 mongoc_stream_t* deadline_initiator(const mongoc_uri_t* uri, const mongoc_host_list_t* host, void* user_data,
                                     bson_error_t* error) {
   auto* factory = static_cast<StreamFactory*>(user_data);
+  if (!factory->deadline->may_connect) {
+    // A kept client reconnecting inside a bounded call (a retried write after a network error): its
+    // connect and handshake would be bounded by the client's connect timeout, not by the call's. The call
+    // fails instead; the next reconnect() makes a new client with a connect limit that fits.
+    bson_set_error(error, MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_CONNECT,
+                   "connection to %s lost; not reconnecting within this call's time limit", host->host_and_port);
+    return nullptr;
+  }
   mongoc_stream_t* inner = mongoc_client_default_stream_initiator(uri, host, factory->client, error);
   if (inner == nullptr) return nullptr;
   auto* s = new (std::nothrow) DeadlineStream{};
@@ -627,6 +637,7 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   auto& impl = *m_impl;
   if (!limits) {
     impl.call_deadline.until.reset();
+    impl.call_deadline.may_connect = true;
     if (!impl.failed && impl.connect_limit <= impl.config.connect_timeout) return; // keep the connection
     impl.open_client(impl.config.connect_timeout, impl.config.operation_timeout);
     impl.log.debugf("new connection (client {}): connect and handshake within {}", impl.clients_made,
@@ -636,14 +647,16 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   const auto now = LeaseClock::now();
   const auto connect = std::min(impl.config.connect_timeout, limits->connect);
   const auto total = std::min(limits->total, connect + impl.config.operation_timeout);
-  // A kept client connects again only when its connection was closed under it; its connect limit must then
-  // fit this call too. A new one gets 7/8 of the time, so that the next calls, whose limits differ from
-  // this one's by the few ms their timers wake late, can keep it.
-  if (impl.failed || impl.connect_limit > connect) {
+  // A new client after a failed call; its connect and handshake get 7/8 of the connect limit, so that the
+  // next calls, whose limits differ by the few ms their timers wake late, let it connect again if needed.
+  // A kept client whose connect limit is longer (the acquire's) may not connect within the call: a
+  // connection lost in the call (a retried write) fails the call instead, and the next one makes a client.
+  if (impl.failed) {
     impl.open_client(std::max(connect - connect / 8, Millis(1)), impl.config.operation_timeout);
     impl.log.debugf("new connection (client {}): connect and handshake within {}, the call within {}",
                     impl.clients_made, format_duration(impl.connect_limit), format_duration(total));
   }
+  impl.call_deadline.may_connect = impl.connect_limit <= connect;
   impl.call_deadline.until = now + total;
 }
 
