@@ -614,6 +614,13 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   }
   bson_error_t error;
   client.reset(mongoc_client_new_from_uri_with_error(uri.get(), &error));
+  if (!client && error.domain == MONGOC_ERROR_STREAM) {
+    // mongodb+srv: the SRV or TXT lookup failed (MONGOC_ERROR_STREAM_NAME_RESOLUTION): the server cannot be
+    // found, as with a host that does not answer (69), not a malformed URI (64).
+    failed = true;
+    throw unavailable_error(fmt::format("cannot reach MongoDB at {}: {}; check the host name in the URI and DNS",
+                                        redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
+  }
   if (!client) {
     throw usage_error(
         fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
