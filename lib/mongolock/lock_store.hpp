@@ -133,7 +133,8 @@ public:
   virtual ~LockStore() = default;
 
   // The server's clock. The first call connects (server selection) and reads the handshake's localTime;
-  // later calls take a newer hello reply into account when the driver has made one (server checks).
+  // later calls take a newer hello reply into account (a new connection's handshake), and send a hello to
+  // re-read it when the clock is 60s old or reconnect() was called with limits since (every renewal).
   virtual const ServerClock& clock() = 0;
 
   // Sets the time limits of the next calls, and makes a new client (a new connection, server selection

@@ -483,6 +483,7 @@ struct MongoStore::Impl {
   Millis connect_limit{0};           // the current client's connectTimeoutMS = serverSelectionTimeoutMS
   Millis socket_limit{0};            // the current client's socketTimeoutMS
   int clients_made = 0;              // clients made so far (each one connects anew), for -v
+  bool clock_due = false;            // re-read the server's time at the next clock() (reconnect with limits)
   mutable bool failed = false;       // a call of the current client failed
 
   Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
@@ -665,6 +666,9 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   }
   impl.call_deadline.may_connect = impl.connect_limit <= connect;
   impl.call_deadline.until = now + total;
+  // Every renewal re-reads the server's time (one hello on the connection, as the handshake of a new
+  // connection did before issue 15): a clock estimate made stale by a paused VM is corrected at once.
+  impl.clock_due = true;
 }
 
 void MongoStore::Impl::refresh_clock() {
@@ -688,7 +692,8 @@ void MongoStore::Impl::refresh_clock() {
   // No newer hello than the clock's: keep the clock while it is young, else ask the server (one hello on
   // the connection there is: no server check, see the constructor).
   const bool nothing_newer = clock && local_time == clock_hello_time;
-  if (nothing_newer && selected - clock->anchor() < k_clock_max_age) return;
+  if (nothing_newer && !clock_due && selected - clock->anchor() < k_clock_max_age) return;
+  clock_due = false;
   auto round_trip = Millis(mongoc_server_description_round_trip_time(server.get()));
   if (round_trip < Millis(0)) round_trip = std::chrono::duration_cast<Millis>(selected - started);
   if (local_time == 0 || nothing_newer) {
