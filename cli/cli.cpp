@@ -67,6 +67,12 @@ CLI::Option* add_option(CLI::App* app, const std::string& flags, T& value, const
   return app->add_option(flags, value, help)->envname(env_for(long_name));
 }
 
+// Adds the flag --long-name with its MONGOLOCK_LONG_NAME variable (1/true/yes/on or 0/false/no/off).
+CLI::Option* add_flag(CLI::App* app, const std::string& flags, bool& value, const std::string& help) {
+  const auto long_name = flags.substr(flags.rfind('-') == std::string::npos ? 0 : flags.find("--") + 2);
+  return app->add_flag(flags, value, help)->envname(env_for(long_name));
+}
+
 // Options are read as text and parsed after CLI11, so errors name the option and the format. Each command
 // has its own, so that "[run] ttl" in a config file never sets acquire's TTL.
 struct GlobalTexts {
@@ -140,7 +146,7 @@ void add_take_options(CLI::App* cmd, TakeTexts& texts) {
   add_option(cmd, "--slots", texts.slots, "Semaphore: up to N holders share the name")
       ->capture_default_str()
       ->type_name("N");
-  cmd->add_flag("--no-push", texts.no_push, "With --wait: poll only, without push wake-ups on release");
+  add_flag(cmd, "--no-push", texts.no_push, "With --wait: poll only, without push wake-ups on release");
 }
 
 // The URI given with --uri (or MONGOLOCK_URI), found before parsing so that even a parse error cannot
@@ -344,7 +350,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
       ->capture_default_str()
       ->type_name("DUR");
   add_take_options(run_cmd, run_take);
-  run_cmd->add_flag("--no-history", run_texts.no_history, "Do not record this run in the run history");
+  add_flag(run_cmd, "--no-history", run_texts.no_history, "Do not record this run in the run history");
   add_option(run_cmd, "--history-keep", run_texts.history_keep, "Run history: keep at most N runs per name")
       ->capture_default_str()
       ->type_name("N");
@@ -358,20 +364,20 @@ int run_cli(std::vector<std::string> args, Log& log) {
   StatusOptions status;
   auto* status_cmd = app.add_subcommand("status", "Show a lock's holder and times; exit 0 when held, 1 when free");
   status_cmd->add_option("NAME", status.name, "Lock name")->required();
-  status_cmd->add_flag("--json", status.json, "Print JSON");
+  add_flag(status_cmd, "--json", status.json, "Print JSON");
 
   ListOptions list;
   auto* list_cmd = app.add_subcommand("list", "List every held lock");
-  list_cmd->add_flag("--json", list.json, "Print JSON");
-  list_cmd->add_flag("--names", list.names, "Print only the names of the held locks, one per line");
+  add_flag(list_cmd, "--json", list.json, "Print JSON");
+  add_flag(list_cmd, "--names", list.names, "Print only the names of the held locks, one per line");
 
   HistoryOptions history;
   Text history_since;
   auto* history_cmd = app.add_subcommand("history", "Show the recorded runs, newest first, with a summary");
   history_cmd->add_option("NAME", history.name, "Lock name (default: every name)");
-  history_cmd->add_option("--limit", history.limit, "Show at most N runs")->capture_default_str()->type_name("N");
-  history_cmd->add_option("--since", history_since, "Only runs that ended within DUR before now")->type_name("DUR");
-  history_cmd->add_flag("--json", history.json, "Print JSON");
+  add_option(history_cmd, "--limit", history.limit, "Show at most N runs")->capture_default_str()->type_name("N");
+  add_option(history_cmd, "--since", history_since, "Only runs that ended within DUR before now")->type_name("DUR");
+  add_flag(history_cmd, "--json", history.json, "Print JSON");
 
   BreakOptions brk;
   auto* break_cmd = app.add_subcommand("break", "Remove a lock whoever holds it (needs --force; logged)");

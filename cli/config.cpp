@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -93,10 +94,34 @@ std::vector<LocatedItem> parse_config_text(std::string_view text, std::string_vi
                                     fullname, it->second));
     }
   }
+  // The line of each "[section]" header, so that a section is checked even when it holds no key.
+  std::map<std::string, std::size_t> header_line;
+  std::size_t number = 0;
+  for (std::size_t start = 0; start <= text.size();) {
+    const auto end = std::min(text.find('\n', start), text.size());
+    std::string line(text.substr(start, end - start));
+    CLI::detail::trim(line);
+    ++number;
+    if (line.size() > 2 && line.front() == '[' && line.back() == ']') {
+      header_line.emplace(line.substr(1, line.size() - 2), number); // as CLI11 names it, spaces and all
+    }
+    start = end + 1;
+  }
   std::istringstream input{std::string(text)};
   std::vector<LocatedItem> located;
   for (auto& item : CLI::ConfigTOML().from_config(input)) {
-    if ((item.name == "++" || item.name == "--") && item.inputs.empty()) continue; // section open/close
+    if (item.name == "--" && item.inputs.empty()) continue; // section close
+    if (item.name == "++" && item.inputs.empty()) {
+      // A section opens: kept (with its header's line) so that an unknown one is refused, keys or not.
+      const auto section = CLI::detail::join(item.parents, ".");
+      auto it = header_line.find(section);
+      if (it == header_line.end()) { // a parent of a dotted header ([a.b] opens a, then a.b)
+        it = std::find_if(header_line.begin(), header_line.end(),
+                          [&](const auto& h) { return h.first.starts_with(section + "."); });
+      }
+      located.push_back(LocatedItem{std::move(item), it == header_line.end() ? 0 : it->second});
+      continue;
+    }
     const auto it = line_of.find(item.fullname());
     located.push_back(LocatedItem{std::move(item), it == line_of.end() ? 0 : it->second});
   }
@@ -113,6 +138,7 @@ UriLayer apply_config_file(App& app, const std::string& path, std::string_view w
       (item.name == "uri" ? uri.uri : uri.uri_file) = item.inputs.front();
       continue;
     }
+    const bool header = item.name == "++" && item.inputs.empty();
     CLI::App* target = item.parents.empty() ? &app : subcommand_for(app, item.parents);
     if (target == nullptr) {
       std::vector<std::string> sections;
@@ -120,10 +146,12 @@ UriLayer apply_config_file(App& app, const std::string& path, std::string_view w
         sections.push_back(sub->get_name());
       const auto section = CLI::detail::join(item.parents, ".");
       const auto suggestion = closest_word(section, sections);
-      throw usage_error(fmt::format("{}: unknown section [{}] of key '{}'; the sections are [{}]{}", where, section,
-                                    item.name, fmt::join(sections, "], ["),
+      throw usage_error(fmt::format("{}: unknown section [{}]{}; the sections are [{}]{}", where, section,
+                                    header ? std::string() : fmt::format(" of key '{}'", item.name),
+                                    fmt::join(sections, "], ["),
                                     suggestion.empty() ? "" : fmt::format(" (did you mean [{}]?)", suggestion)));
     }
+    if (header) continue; // a known section, opened
     const auto* option = option_for(*target, item.name);
     if (option == nullptr) throw unknown_key(app, *target, where, item);
     if (!option->get_configurable()) {

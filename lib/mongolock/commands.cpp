@@ -76,7 +76,8 @@ std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
 // Reports who holds the lock that was not acquired; `held_by` (when given) gets the first holder's host:pid.
 int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log,
                 std::string* held_by = nullptr) {
-  const auto holders = locker.holders(outcome.held);
+  // The holders the attempt read (no second round trip); read them when it did not (e.g. a --wait).
+  const auto holders = outcome.holders.empty() ? locker.holders(outcome.held) : outcome.holders;
   if (held_by != nullptr && !holders.empty()) *held_by = holders.front().process;
   if (holders.empty()) {
     // The holder released between our attempt and this read; the name was held when we tried.
@@ -84,10 +85,11 @@ int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcom
   } else if (holders.size() == 1 && holders.front().slot <= 1) {
     log.info(fmt::format("lock '{}' is {}", outcome.held, locker.describe_holder(holders.front())));
   } else {
-    log.info(fmt::format("all {} slots of lock '{}' are held:", holders.size(), outcome.held));
-    for (const auto& h : holders) {
-      log.info(fmt::format("  slot {} {}", std::max(h.slot, 1), locker.describe_holder(h)));
-    }
+    // One line, as every message: the slots one after another.
+    std::string slots;
+    for (const auto& h : holders)
+      slots += fmt::format("{}slot {} {}", slots.empty() ? "" : "; ", std::max(h.slot, 1), locker.describe_holder(h));
+    log.info(fmt::format("all {} slots of lock '{}' are held: {}", holders.size(), outcome.held, slots));
   }
   return global.conflict_exit_code;
 }
@@ -115,6 +117,24 @@ auto on_name_or_slot(Locker& locker, LockSelector& which, const Attempt& attempt
     }
   }
   return result;
+}
+
+// After `renew`: when waiters are queued for the lock, the holder marks it `waiters` (by its token or
+// holder, and unexpired: a holder-only write), so that its release wakes them. One find, and one update
+// when someone waits; a failure is only logged (the waiters then notice by polling).
+void mark_renewed_if_waited(Locker& locker, const LockSelector& which, const Log& log) {
+  try {
+    auto& store = locker.store();
+    const auto now = store.clock().now();
+    const auto tickets = store.tickets({which.program.substr(0, which.program.find('#'))});
+    if (std::none_of(tickets.begin(), tickets.end(), [&](const TicketRecord& t) { return t.expires_at > now; })) return;
+    auto live = which;
+    live.expires_after = now;
+    live.not_released = true;
+    if (store.mark_waiters(live) == 1) log.debugf("marked lock '{}': waiters are queued, its release wakes them", which.program);
+  } catch (const Error& e) {
+    log.debugf("could not read the queue of waiters: {}", e.what());
+  }
 }
 
 // Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65.
@@ -176,6 +196,14 @@ RunRelease release_after_run(Locker& locker, const std::vector<LockRecord>& lock
     }
   }
   return result;
+}
+
+// "'a', 'b'" for messages.
+std::string quoted_programs(const std::vector<LockRecord>& locks) {
+  std::string out;
+  for (const auto& lock : locks)
+    out += fmt::format("{}'{}'", out.empty() ? "" : ", ", lock.program);
+  return out;
 }
 
 template <typename F> std::string join(const std::vector<LockRecord>& locks, F field) {
@@ -377,6 +405,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
     refuse_not_holder(locker, options.name, options.token ? "the given token" : *which.process, "renewed");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
+  mark_renewed_if_waited(locker, which, log);
   return k_exit_ok;
 }
 
@@ -435,10 +464,23 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   spec.argv = options.command;
   spec.env = std::move(env);
   spec.signal_mask = signals.previous();
+  // No job after the lease: the renew deadline of the first acquisition bounds the start (checked here,
+  // by the guardian before it forks, and by the command's process before exec), whatever --on-lost says.
+  spec.start_by = lease_deadline(store, locks, policy.lease);
   if (policy.on_lost != OnLost::ignore) {
     // The guardian's watchdog: armed from the start with the acquisition's deadline.
-    spec.deadline = lease_deadline(store, locks, policy.lease);
+    spec.deadline = spec.start_by;
     spec.kill_grace = policy.on_lost == OnLost::term ? policy.lease.kill_grace : Millis(0);
+  }
+  if (const auto now = LeaseClock::now(); now >= *spec.start_by) {
+    log.error(fmt::format("lease on {} ended before the command could start: acquiring took {}, past the renew "
+                          "deadline of {} (mongolock stopped or starved, or the server slow); not started",
+                          quoted_programs(locks),
+                          format_duration(std::chrono::duration_cast<Millis>(now - *spec.start_by +
+                                                                             policy.lease.renew_deadline)),
+                          format_duration(policy.lease.renew_deadline)));
+    release_after_run(locker, locks, log, /*lease_lost=*/true);
+    return recorder.finish(&store, Outcome::lease_lost, k_exit_lease_lost);
   }
   std::optional<Child> child;
   try {
@@ -446,9 +488,11 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     child.emplace(Child::spawn(spec));
     recorder.started(clock);
   } catch (const Error& e) {
-    release_after_run(locker, locks, log);
+    release_after_run(locker, locks, log, /*lease_lost=*/e.exit_code() == k_exit_lease_lost);
     if (e.exit_code() == k_exit_cannot_execute || e.exit_code() == k_exit_not_found) {
       recorder.finish(&store, Outcome::not_executable, e.exit_code());
+    } else if (e.exit_code() == k_exit_lease_lost) {
+      recorder.finish(&store, Outcome::lease_lost, e.exit_code());
     }
     throw;
   }

@@ -33,7 +33,9 @@ struct LockRecord {
   std::string command;                   // [command] run: the command's name only, never its arguments
   std::optional<std::int64_t> fence;     // [fence] fencing token, when taken with --fence
   bool waiters = false;                  // [waiters] true when waiters were queued for the name: its
-                                         // release appends a wake-up event (queue.hpp)
+                                         // release appends a wake-up event (queue.hpp). Set only by the
+                                         // holder: at its insert (taken from the queue) or after it read the
+                                         // queue (Locker::mark_if_waited), never by a waiter
   std::string ticket;                    // [ticket] taken from the queue: the _id of the holder's queue ticket
                                          // of this name (deleted once the lock was taken); "" otherwise. The
                                          // wake-up event of its release names it (WakeEvent)
@@ -157,11 +159,6 @@ public:
   // same program (MongoDB error 11000: duplicate key), true when inserted.
   [[nodiscard]] virtual bool insert(LockRecord& lock) = 0;
 
-  // Deletes at most one document of `program` whose expires_at <= `expired_at_or_before` and returns it
-  // (findAndModify with remove: one command); nullopt when none matched.
-  [[nodiscard]] virtual std::optional<LockRecord> purge_expired(std::string_view program,
-                                                                ServerTime expired_at_or_before) = 0;
-
   // Deletes at most one document matching `which`. Returns the number deleted (0 or 1).
   [[nodiscard]] virtual std::int64_t remove(const LockSelector& which) = 0;
 
@@ -230,6 +227,10 @@ public:
   [[nodiscard]] virtual std::optional<LockRecord> remove_returning(const LockSelector& which) = 0;
 
   // Sets waiters: true on the one document matching `which`. Returns the number matched (0 or 1).
+  // Only the holder calls it, on its own lock (`which` names _id and token, and expires_after): nothing but
+  // the holder ever updates a lock document, because on servers whose updates read the document and write
+  // it back whole (FerretDB v1), a second writer's update can roll back the holder's renewal (issue #19;
+  // ARCHITECTURE.md, "Who writes a lock document").
   [[nodiscard]] virtual std::int64_t mark_waiters(const LockSelector& which) = 0;
 
   // Appends a wake-up event {name, ticket, t} to the capped collection "<collection>_events" (one insert);

@@ -17,7 +17,8 @@ std::string slot_program(std::string_view name, int slot) {
   return slot > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
 }
 
-std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index) {
+std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index,
+                                              std::vector<LockRecord>* seen) {
   (void)m_store.clock(); // connect first, so the server's time is read right after the handshake
   if (ensure_index) m_store.ensure_indexes();
   LockRecord lock;
@@ -53,6 +54,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   };
 
   bool acquired = false;
+  if (seen != nullptr) seen->clear();
   for (int slot = 1; slot <= request.slots && !acquired; ++slot) {
     lock.program = slot_program(request.name, slot);
     lock.slot = request.slots > 1 ? slot : 0;
@@ -60,13 +62,25 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
     lock.id.clear();
     acquired = insert();
     if (acquired) break;
-    if (const auto purged = m_store.purge_expired(lock.program, m_store.clock().now() - request.takeover_grace)) {
+    // Held: read the holder (one find, which the message needs anyway) and purge it only when it expired
+    // more than the takeover grace ago, by its _id: a live holder costs no write.
+    const auto current = m_store.find(lock.program);
+    const auto expired_by = m_store.clock().now() - request.takeover_grace;
+    if (current && current->expires_at > expired_by) {
+      if (seen != nullptr) seen->push_back(*current);
+      continue;
+    }
+    std::optional<LockRecord> purged;
+    if (current) purged = m_store.remove_returning(LockSelector{.program = lock.program, .id = current->id,
+                                                                .expired_by = expired_by});
+    if (current && !purged) continue; // renewed or taken over meanwhile: held
+    if (purged) {
       m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", lock.program));
       // Waiters queued for the purged lock still wait: the release of this one must wake them.
       lock.waiters = lock.waiters || purged->waiters;
-      lock.id.clear();
-      acquired = insert();
     }
+    lock.id.clear();
+    acquired = insert(); // purged, or released between the insert and the read: once more
   }
   if (!acquired) return std::nullopt;
 
@@ -98,7 +112,7 @@ void Locker::release_quietly(const LockRecord& lock) {
 bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome) {
   try {
     for (const auto& request : requests) {
-      auto lock = try_acquire(request, ensure_index);
+      auto lock = try_acquire(request, ensure_index, &outcome.holders);
       if (!lock) {
         outcome.held = request.name;
         break;
@@ -119,15 +133,13 @@ bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensur
   return false;
 }
 
-Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests, bool mark) {
+Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
   for (const auto& request : requests) {
     const auto now = m_store.clock().now();
     std::map<std::string, ServerTime> taken; // program -> when it may be taken over
-    std::vector<LockRecord> unmarked;
-    for (auto& lock : m_store.list(request.name)) {
+    for (const auto& lock : m_store.list(request.name)) {
       if (lock.expires_at <= now - request.takeover_grace) continue;
       taken[lock.program] = lock.expires_at + request.takeover_grace;
-      if (!lock.waiters && lock.expires_at > now) unmarked.push_back(std::move(lock));
     }
     bool free = false;
     auto takeover_at = ServerTime::max();
@@ -136,16 +148,32 @@ Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests, bool
       free = it == taken.end();
       if (!free) takeover_at = std::min(takeover_at, it->second);
     }
-    if (free) continue;
-    if (mark) {
-      for (const auto& lock : unmarked) {
-        if (m_store.mark_waiters(LockSelector{.program = lock.program, .id = lock.id}) == 1)
-          m_log.debugf("marked lock '{}' of {}: waiters are queued", lock.program, lock.process);
-      }
-    }
-    return Busy{request.name, takeover_at};
+    if (!free) return Busy{request.name, takeover_at};
   }
   return {};
+}
+
+int Locker::mark_if_waited(std::vector<LockRecord>& locks) {
+  std::vector<std::string> names;
+  for (const auto& lock : locks) {
+    if (!lock.waiters && std::find(names.begin(), names.end(), lock.name) == names.end()) names.push_back(lock.name);
+  }
+  if (names.empty()) return 0;
+  const auto now = m_store.clock().now();
+  std::vector<std::string> waited;
+  for (const auto& ticket : m_store.tickets(names)) {
+    if (ticket.expires_at > now) waited.push_back(ticket.name);
+  }
+  int marked = 0;
+  for (auto& lock : locks) {
+    if (lock.waiters || std::find(waited.begin(), waited.end(), lock.name) == waited.end()) continue;
+    const LockSelector mine{.program = lock.program, .id = lock.id, .token = lock.token, .expires_after = now};
+    if (m_store.mark_waiters(mine) != 1) continue; // the lease is gone: the heartbeat finds out
+    lock.waiters = true;
+    ++marked;
+    m_log.debugf("marked lock '{}': waiters are queued, its release wakes them", lock.program);
+  }
+  return marked;
 }
 
 AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
@@ -208,7 +236,7 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
       m_log.debugf("first in the queue: the waiters ahead have left");
     }
     // A woken head tries first and renews its tickets after (not in the handover).
-    const bool woken_head = head && try_now;
+    const bool woken_head = head && try_now && queue->ticket_live();
     if (!woken_head && !queue->keep_alive()) {
       head = false; // rejoined at the back
       reread = true;
@@ -228,11 +256,11 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     takeover_at = ServerTime::max();
     if (head) {
       Busy busy;
-      if (!try_now) busy = busy_name(queued, feed != nullptr);
+      if (!try_now) busy = busy_name(queued);
       if (try_now || busy.name.empty()) {
         if (take()) return outcome;
-        // Who holds it now (marked, so that its release wakes us) and until when.
-        busy = busy_name(queued, feed != nullptr);
+        // Who holds it now, and until when.
+        busy = busy_name(queued);
       }
       if (busy.name.empty() && !retried) {
         retried = true; // released between our attempt and the read: try once more at once
@@ -240,10 +268,12 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
         continue;
       }
       outcome.held = busy.name.empty() ? names.front() : busy.name;
+      outcome.holders.clear(); // they may be of another name: the message reads them
       takeover_at = busy.takeover_at;
       if (woken_head && !queue->keep_alive()) head = false; // rejoined at the back
     } else {
       outcome.held = names.front();
+      outcome.holders.clear();
     }
     const auto now = LeaseClock::now();
     if (!forever && now >= deadline) return outcome;

@@ -47,6 +47,8 @@ using Sleeper = std::function<bool(Millis)>;
 struct AcquireOutcome {
   std::vector<LockRecord> locks; // every lock taken, in request order; empty when not acquired
   std::string held;              // not acquired: the name that was held
+  std::vector<LockRecord> holders; // not acquired: the live documents of `held` read by the last attempt (its
+                                   // slots' holders, for the message; empty when it was not read)
   bool interrupted = false;      // not acquired: the sleeper stopped the wait
   // Taken from the queue: the waiter's tickets and its cursor on the wake-up events, deleted and closed
   // by leave_queue() or on destruction (run leaves once its command has started: not in the handover).
@@ -68,12 +70,15 @@ public:
   Locker(LockStore& store, const Log& log) : m_store(store), m_log(log) {}
 
   // One acquisition attempt on each slot in turn (slot_program()). With `ensure_index`, first creates the unique index
-  // (createIndexes). Per slot: insert; on duplicate key, purge an expired lock and insert again. With --fence, then
-  // allocates a fencing token and stores it. Returns the new lock, or nullopt when every slot is held. Server commands
-  // for a free plain lock: insert (+ createIndexes); when held: insert + delete per slot. Throws Error (exit 69) on
-  // server errors; when an insert failed in a way that may still have written it, first tries to delete
-  // that exact acquisition.
-  [[nodiscard]] std::optional<LockRecord> try_acquire(const AcquireRequest& request, bool ensure_index = true);
+  // (createIndexes). Per slot: insert; on duplicate key, read the document and, only when it expired more than the
+  // takeover grace ago, delete it by its _id (findAndModify, still only while expired that long) and insert again.
+  // With --fence, then allocates a fencing token and stores it. Returns the new lock, or nullopt when every slot is
+  // held; then `seen` (when given) holds the live documents read (for messages: no second read). Server commands
+  // for a free plain lock: insert (+ createIndexes); when held by a live holder: insert + find per slot, one
+  // write; an expired one: insert, find, findAndModify, insert. Throws Error (exit 69) on server errors; when an
+  // insert failed in a way that may still have written it, first tries to delete that exact acquisition.
+  [[nodiscard]] std::optional<LockRecord> try_acquire(const AcquireRequest& request, bool ensure_index = true,
+                                                      std::vector<LockRecord>* seen = nullptr);
 
   // Acquires every request (callers sort the names, so that all take them in one order) or none: when a
   // name is held, releases those taken so far. Without policy.wait that is one attempt. With it: when
@@ -113,6 +118,14 @@ public:
 
   [[nodiscard]] LockStore& store() { return m_store; }
 
+  // The holder's side of push wake-ups: for each of `locks` (held by this process) not yet marked
+  // `waiters`, reads the queue of its name (one find for all of them) and, when a live ticket waits,
+  // marks the lock itself (one update by _id + token + unexpired: a holder-only write), so that its
+  // release appends the wake-up event. Sets lock.waiters on success. Returns the number marked. Waiters
+  // never write a lock document (on FerretDB v1 their update could roll back this holder's renewal).
+  // Throws Error (69) when the server fails; nothing depends on it but how soon a waiter is woken.
+  int mark_if_waited(std::vector<LockRecord>& locks);
+
   // Deletes the one document `which` selects (findAndModify remove); when it was marked `waiters`, then
   // appends a wake-up event naming its ticket (a failure of that is only logged). True when one was
   // deleted. Release and break use it. Throws Error (69) when the delete fails.
@@ -125,13 +138,12 @@ private:
   bool attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome);
   // The first request whose name has no free slot (one find per name): its name ("" when every one has
   // one) and when (server time) its first taken slot may be taken over (expires_at + takeover grace; no
-  // event tells of it). With `mark`, marks the live documents of a busy name `waiters` (one update each,
-  // once per document), so that their release appends a wake-up event.
+  // event tells of it). Reads only: a waiter never writes the holder's document.
   struct Busy {
     std::string name;
     ServerTime takeover_at = ServerTime::max();
   };
-  Busy busy_name(const std::vector<AcquireRequest>& requests, bool mark);
+  Busy busy_name(const std::vector<AcquireRequest>& requests);
 
   LockStore& m_store;
   const Log& m_log;

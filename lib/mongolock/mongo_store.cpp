@@ -274,7 +274,15 @@ void on_command_started(const mongoc_apm_command_started_t* event) {
   auto* monitor = static_cast<CommandMonitor*>(mongoc_apm_command_started_get_context(event));
   const std::string name = mongoc_apm_command_started_get_command_name(event);
   ++monitor->counts[name];
-  monitor->log.debugf("command {} sent", name);
+  // The collection a CRUD command targets is the value of its first field: shown so that -v tells who
+  // writes which collection (tests check that a waiter never writes a lock document).
+  bson_iter_t it;
+  const bson_t* command = mongoc_apm_command_started_get_command(event);
+  if (command != nullptr && bson_iter_init(&it, command) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it)) {
+    monitor->log.debugf("command {} sent to {}", name, bson_iter_utf8(&it, nullptr));
+  } else {
+    monitor->log.debugf("command {} sent", name);
+  }
 }
 
 void on_command_succeeded(const mongoc_apm_command_succeeded_t* event) {
@@ -876,10 +884,6 @@ bool MongoStore::insert(LockRecord& lock) {
   }
   if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false; // MongoDB error 11000: duplicate key
   impl.fail(fmt::format("insert of lock '{}'", lock.program), error);
-}
-
-std::optional<LockRecord> MongoStore::purge_expired(std::string_view program, ServerTime expired_at_or_before) {
-  return remove_returning(LockSelector{.program = std::string(program), .expired_by = expired_at_or_before});
 }
 
 std::int64_t MongoStore::remove(const LockSelector& which) {

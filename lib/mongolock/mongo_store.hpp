@@ -41,8 +41,6 @@ public:
   void reconnect(std::optional<CallLimits> limits) override;
   void ensure_indexes() override;
   [[nodiscard]] bool insert(LockRecord& lock) override;
-  [[nodiscard]] std::optional<LockRecord> purge_expired(std::string_view program,
-                                                        ServerTime expired_at_or_before) override;
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
   [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
                                    Millis ttl) override;

@@ -196,9 +196,20 @@ constexpr std::int64_t k_never = std::numeric_limits<std::int64_t>::max();
 //   every wake-up, before any message is read, so a resumed guardian never acts on a late extension.
 // - When the command stops (Ctrl-Z, SIGTTIN), it stops too, so that mongolock sees the job stop.
 // Runs in the forked child only (system calls only); never returns.
+// Sent on the exec pipe instead of an errno when ChildSpec::start_by had passed: nothing was started.
+constexpr int k_start_by_passed = -1;
+
+// In a forked process: when `start_by` (CLOCK_BOOTTIME ns) has passed, reports it on `exec_pipe` and exits.
+void exit_if_too_late(std::int64_t start_by, int exec_pipe) {
+  if (boottime_ns() < start_by) return;
+  const int late = k_start_by_passed;
+  [[maybe_unused]] const auto n = write(exec_pipe, &late, sizeof late);
+  _exit(128 + SIGKILL);
+}
+
 template <typename Exec>
 [[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, int control, std::int64_t deadline,
-                               std::int64_t grace_ns, const Exec& exec) {
+                               std::int64_t grace_ns, std::int64_t start_by, const Exec& exec) {
   sigset_t waited;
   sigemptyset(&waited);
   sigaddset(&waited, SIGCHLD);
@@ -215,11 +226,13 @@ template <typename Exec>
   if (getppid() != mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t guardian = getpid();
+  exit_if_too_late(start_by, exec_pipe); // the lease ended before the job could start: never start it
   const pid_t command = fork();
   if (command == 0) {
     prctl(PR_SET_CHILD_SUBREAPER, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != guardian) _exit(128 + SIGKILL);
+    exit_if_too_late(start_by, exec_pipe); // the last moment before the job exists
     exec();
     const int err = errno;
     [[maybe_unused]] const auto n = write(exec_pipe, &err, sizeof err);
@@ -328,6 +341,7 @@ Child Child::spawn(const ChildSpec& spec) {
 
   const std::int64_t deadline = spec.deadline ? spec.deadline->time_since_epoch().count() : k_never;
   const std::int64_t grace_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spec.kill_grace).count();
+  const std::int64_t start_by = spec.start_by ? spec.start_by->time_since_epoch().count() : k_never;
 
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw internal_error(fmt::format("pipe failed: {}", std::strerror(errno)));
@@ -350,7 +364,7 @@ Child Child::spawn(const ChildSpec& spec) {
     close(control[0]);
     setpgid(0, 0);
     if (tty >= 0) tcsetpgrp(tty, getpid()); // SIGTTOU is blocked here, as in the parent
-    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, [&] {
+    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, start_by, [&] {
       // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
       // as found (nohup's ignored SIGHUP stays ignored); only the mask is restored.
       sigprocmask(SIG_SETMASK, &spec.signal_mask, nullptr);
@@ -373,6 +387,12 @@ Child Child::spawn(const ChildSpec& spec) {
   // exec failed: reap the child, hand back the terminal, and report why.
   (void)child.try_wait();
   const std::string name = spec.argv.front();
+  if (exec_errno == k_start_by_passed) {
+    throw Error(k_exit_lease_lost, fmt::format("the lease's renew deadline passed before '{}' could start "
+                                               "(mongolock or its guardian was stopped or starved of CPU); "
+                                               "the command was not started",
+                                               name));
+  }
   if (exec_errno == ENOENT || exec_errno == ENOTDIR) {
     throw Error(k_exit_not_found,
                 fmt::format("command not found: '{}'; check the name and PATH, or give a full path", name));

@@ -48,6 +48,11 @@ struct ChildSpec {
   // never stops the job on its own (--on-lost ignore).
   std::optional<LocalTime> deadline;
   std::chrono::milliseconds kill_grace{0}; // after the deadline: SIGTERM, and SIGKILL this much later (0: at once)
+  // The command is not started at or after this time (LeaseClock, CLOCK_BOOTTIME): the lease's renew
+  // deadline as acquired. The guardian checks it before it forks the command and the command's process
+  // right before exec, so a guardian or mongolock stopped between the acquisition and the start never
+  // starts a job after its lease (issue #19). Unset: no check.
+  std::optional<LocalTime> start_by;
 };
 
 // A started command. The process mongolock starts is a guardian that leads a new process group, starts
@@ -65,7 +70,8 @@ struct ChildSpec {
 class Child {
 public:
   // Starts the command. Throws Error with exit 127 when it is not found, 126 when it cannot be executed
-  // (permission, not an executable), 70 when fork fails.
+  // (permission, not an executable), 76 when spec.start_by had passed (nothing was started), 70 when fork
+  // fails.
   static Child spawn(const ChildSpec& spec);
 
   Child(Child&& other) noexcept;

@@ -24,7 +24,8 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   // our names), give back what was inserted and take the next one.
   for (int attempt = 0; attempt < 100; ++attempt) {
     const auto seq = m_store.highest_ticket() + 1;
-    const auto now = m_store.clock().now();
+    const auto sent = LeaseClock::now();
+    const auto now = m_store.clock().at(sent);
     bool taken = false;
     try {
       for (const auto& name : names) {
@@ -43,7 +44,7 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
       throw;
     }
     if (taken) {
-      m_renewed = LeaseClock::now();
+      m_renewed = sent; // the tickets' leases count from when they were sent
       m_ahead.clear();
       m_read = false;
       m_log.debugf("joined the queue of {} with seq {}", fmt::join(names, ", "), seq);
@@ -55,21 +56,34 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
 }
 
 bool WaitQueue::keep_alive() {
-  const auto sent = LeaseClock::now();
-  if (m_tickets.empty() || sent - m_renewed < m_timing.renew_every) return true;
-  const auto now = m_store.clock().at(sent);
+  const auto first_sent = LeaseClock::now();
+  if (m_tickets.empty() || first_sent - m_renewed < m_timing.renew_every) return true;
   for (const auto& ticket : m_tickets) {
-    if (m_store.renew_ticket(ticket.id, now, now + m_timing.ticket_lease) != 1) {
-      m_log.warning(fmt::format("the queue ticket of '{}' was lost (this process stalled longer than its {} lease); "
-                                "joining the queue again, at its back",
-                                ticket.name, format_duration(m_timing.ticket_lease)));
+    const auto sent = LeaseClock::now();
+    const auto now = m_store.clock().at(sent);
+    const bool renewed = m_store.renew_ticket(ticket.id, now, now + m_timing.ticket_lease) == 1;
+    const auto answered = std::chrono::duration_cast<Millis>(LeaseClock::now() - sent);
+    // A renewal answered later than answer_limit() may have raced another waiter's delete of this ticket
+    // as dead (on servers whose writes read then write, the delete can follow the renewal's write): it does
+    // not count, so no two waiters can both believe they are first.
+    if (!renewed || answered > answer_limit()) {
+      m_log.warning(fmt::format("the queue ticket of '{}' was lost ({}); joining the queue again, at its back",
+                                ticket.name,
+                                renewed ? fmt::format("its renewal took {}, over {}", format_duration(answered),
+                                                      format_duration(answer_limit()))
+                                        : fmt::format("this process stalled longer than its {} lease",
+                                                      format_duration(m_timing.ticket_lease))));
       const auto names = m_names;
       join(names, m_process);
       return false;
     }
   }
-  m_renewed = sent;
+  m_renewed = first_sent;
   return true;
+}
+
+bool WaitQueue::ticket_live() const {
+  return m_tickets.empty() || LeaseClock::now() + answer_limit() < m_renewed + m_timing.ticket_lease;
 }
 
 bool WaitQueue::at_head() {

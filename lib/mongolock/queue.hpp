@@ -10,6 +10,10 @@
 // lower seq: no cycle (no deadlock), and the waiter with the lowest live seq is head everywhere (no
 // starvation among waiters).
 //
+// The queue's rule, only the head takes the lock, holds while a waiter's calls are answered within
+// answer_limit() (1 s): a ticket renewal answered later does not count (the waiter rejoins at the back),
+// and a woken head tries without renewing only while its ticket is certainly live (ticket_live()). A
+// waiter stopped between its last check and its insert can still take the lock out of turn.
 // The queue is fairness only. Mutual exclusion still comes from the unique index on the lock documents
 // alone; two waiters that both believe they are head at once (a stale read) only race for the insert.
 // Acquirers without --wait do not look at the queue and may take a free lock at the moment of a handover.
@@ -58,9 +62,21 @@ public:
   void join(const std::vector<std::string>& names, const std::string& process);
 
   // Renews the tickets when `renew_every` has passed since the last renewal (one update per name). When a
-  // ticket was lost (expired while this process stalled, or deleted), rejoins at the back of the queue and
-  // returns false. Throws Error (69) on server errors.
+  // ticket was lost (expired while this process stalled, or deleted), or its renewal was answered more
+  // than answer_limit() after it was sent (it may have raced a delete of the ticket as dead), rejoins at
+  // the back of the queue and returns false. Throws Error (69) on server errors.
   bool keep_alive();
+
+  // True while this waiter's tickets are certainly live on the server: the last renewal (or the join) was
+  // sent less than ticket_lease - answer_limit() ago. A woken head tries without renewing only then; a
+  // ticket that may have expired could already be skipped by the waiter behind it.
+  [[nodiscard]] bool ticket_live() const;
+
+  // Half of purge_after: a dead ticket is deleted only purge_after past its expiry (server clock), so a
+  // renewal answered within this, with client clock estimates within it of each other, cannot have raced
+  // that delete (the two filters, expires_at > sent and expires_at <= now - purge_after, cannot both
+  // match the same ticket).
+  [[nodiscard]] Millis answer_limit() const { return m_timing.purge_after / 2; }
 
   // Reads the queue of every joined name (one find) and remembers the live tickets ahead of this waiter;
   // true when there are none on any name (head()). Deletes dead tickets found ahead of it (expired

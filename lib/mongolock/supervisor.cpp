@@ -126,6 +126,19 @@ private:
         deadline = oldest_success() + m_timing.renew_deadline;
       }
       if (all_renewed && m_renewed) m_renewed(deadline);
+      if (all_renewed) mark_if_waited();
+    }
+  }
+
+  // After a renewal, while a lock is not marked `waiters`: read the queue and mark it ourselves when
+  // someone waits (Locker::mark_if_waited). Waiters never write the holder's document, so this thread
+  // is the only writer of it while the command runs (the main thread writes before and after). A failure
+  // only delays a waiter's wake-up (it polls); the next renewal gets a fresh connection.
+  void mark_if_waited() {
+    try {
+      (void)m_locker.mark_if_waited(m_locks);
+    } catch (const Error& e) {
+      m_log.debugf("could not read the queue of waiters: {}", e.what());
     }
   }
 

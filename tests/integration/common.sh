@@ -331,6 +331,10 @@ assert_matches() { # FILE EXTENDED-REGEX: some line matches
   grep -qE -- "$2" "$1" || fail_with "no line of ${1##*/} matches /$2/" "${1##*/}" "$1"
 }
 
+assert_not_matches() { # FILE EXTENDED-REGEX: no line matches
+  ! grep -qE -- "$2" "$1" || fail_with "a line of ${1##*/} matches /$2/: $(grep -m1 -E -- "$2" "$1")" "${1##*/}" "$1"
+}
+
 assert_empty() { # FILE
   [[ ! -s $1 ]] || fail_with "${1##*/} is not empty" "${1##*/}" "$1"
 }

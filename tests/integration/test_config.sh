@@ -214,8 +214,15 @@ unknown_key_refused() {
   assert_error_line "$T/config:2: key 'db' does not belong in [run]; set it before any section (a global option)"
   printf '[acquir]\nttl = "1h"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
-  assert_error_line "$T/config:2: unknown section [acquir] of key 'ttl'"
-  assert_contains "$ERR" "(did you mean [acquire]?)"
+  assert_error_line "$T/config:1: unknown section [acquir]; the sections are [acquire], [release], [renew], [run], [status], [list], [history], [break], [doctor], [init], [completion] (did you mean [acquire]?)"
+  # A section that is not a command is refused even when it holds no key (it was accepted silently).
+  printf '# nothing here yet\n[run]\n\n[histroy]\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_contains "$ERR" "$T/config:4: unknown section [histroy]"
+  assert_contains "$ERR" "(did you mean [history]?)"
+  # Every command has its section: empty ones are fine.
+  printf '[history]\n[doctor]\n[init]\n[completion]\n[status]\n' >"$T/config"
+  expect_exit 1 -- mli --config "$T/config" status "$name" # read, and free
   # A key set twice, a key only the command line may set, a value the option refuses.
   printf 'db = "a"\ncollection = "c"\ndb = "b"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
@@ -465,6 +472,42 @@ password_on_command_line_warns() {
   assert_not_contains "$ERR" "s3cr3t"
 }
 
+# Every flag and option but --token, --process, --fence and --force has its MONGOLOCK_* variable: the
+# flags too (1/0), and history's --limit and --since.
+flags_from_environment() {
+  local name
+  name=$(lock_name)
+  # --no-history: a run recorded nothing.
+  MONGOLOCK_NO_HISTORY=1 ml run "$name" -- true
+  assert_eq "$(python3 "$ITEST_DIR/mongo.py" runs "$name")" "[]" "runs stored with MONGOLOCK_NO_HISTORY=1"
+  MONGOLOCK_NO_HISTORY=0 ml run "$name" -- true
+  assert_eq "$(python3 "$ITEST_DIR/mongo.py" runs "$name" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" \
+    "1" "runs stored with MONGOLOCK_NO_HISTORY=0"
+  ml run "$name" -- true
+  # --limit and --since for history.
+  MONGOLOCK_LIMIT=1 ml history "$name" >"$OUT"
+  assert_contains "$OUT" "1 run:"
+  sleep 1.1
+  MONGOLOCK_SINCE=1s ml history "$name" >"$OUT"
+  assert_contains "$OUT" "no runs recorded"
+  # --json and --names.
+  ml acquire "$name" --process "$HOST:4242" >/dev/null
+  MONGOLOCK_JSON=1 ml status "$name" >"$OUT"
+  assert_eq "$(json "$OUT" 'd["name"]')" "$name" "status with MONGOLOCK_JSON=1"
+  MONGOLOCK_NAMES=1 ml list >"$OUT"
+  assert_contains "$OUT" "$name"
+  assert_not_contains "$OUT" "HOLDER"
+  # --no-push: the waiter polls (no cursor on the events).
+  MONGOLOCK_NO_PUSH=1 expect_exit 75 -- ml -v run "$name" --wait 1s -- true
+  assert_not_contains "$ERR" "command find sent to ${MONGOLOCK_COLLECTION}_events"
+  assert_not_contains "$ERR" "command create sent"
+  expect_exit 0 -- ml release "$name" --process "$HOST:4242"
+  # A value that is not a boolean: 64, naming the option.
+  MONGOLOCK_NO_HISTORY=maybe expect_exit 64 -- ml run "$name" -- true
+  assert_contains "$ERR" "--no-history"
+}
+
+run_case "every flag has its MONGOLOCK_* variable (no-history, limit, since, json, names, no-push)" flags_from_environment
 run_case "-E: flag > MONGOLOCK_CONFLICT_EXIT_CODE > config file > default" precedence_conflict_exit_code
 run_case "quiet/verbose: flag > MONGOLOCK_QUIET/VERBOSE > config file" precedence_verbosity
 run_case "--collection: flag > MONGOLOCK_COLLECTION > config file" precedence_collection

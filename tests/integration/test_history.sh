@@ -216,6 +216,11 @@ no_history_and_command_count() {
   with=$(commands_of 75 run "$name" -- true)
   assert_eq "$with" "$((without + 1))" "commands of a skipped run with history (without: $without)"
   assert_matches "$ERR" "insert 2[,)]" # the refused lock insert and the history
+  # What a skipped run costs a fleet: createIndexes, the refused insert, one find of the holder (which the
+  # message needs anyway; a live holder is not purged) and the history: 4 commands after the handshake, 2
+  # writes (plus the driver's endSessions).
+  assert_contains "$ERR" "server commands: 5 (createIndexes 1, endSessions 1, find 1, insert 2)"
+  assert_contains "$ERR" "is held by $HOST:4242"
   # A multi-name run: one document per name, in that one insert.
   local a b
   a=$(lock_name a)

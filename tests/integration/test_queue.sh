@@ -71,15 +71,57 @@ push_wakes_the_head() {
   start_bg pushed env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" -v run "$name" --wait 60s -- true
   pid=$BG_PID
   wait_until 10 grep -q "first in the queue" "$T/pushed.err"
+  # The head never marks the holder's document; the holder marks it itself when it renews and sees the
+  # queue (a holder-only write).
+  read_doc "$name"
+  assert_eq "$(doc_field waiters)" "" "waiters field before the holder renewed"
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" -v renew "$name" --process "$HOLDER"
+  assert_contains "$ERR" "marked lock '$name': waiters are queued"
+  read_doc "$name"
+  assert_eq "$(doc_field waiters)" "True" "waiters field after the holder renewed"
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
-  # The head marked the lock: its release is the delete (findAndModify) and the event (insert).
+  # The lock is marked: its release is the delete (findAndModify) and the event (insert).
   assert_contains "$ERR" "server commands: 3 (endSessions 1, findAndModify 1, insert 1)"
   expect_bg_exit 0 "$pid" pushed
   assert_contains "$T/pushed.err" "woken by a release"
+  sed -n "1,/acquired lock '$name'/p" "$T/pushed.err" >"$T/pushed.before" # what it sent while waiting
+  assert_not_matches "$T/pushed.before" "command update sent to $MONGOLOCK_COLLECTION$"
   # A lock nobody waits for: the release is one command.
   ml acquire "$name" --process "$HOLDER" >/dev/null
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
   assert_contains "$ERR" "server commands: 2 (endSessions 1, findAndModify 1)"
+}
+
+# A `run` holder learns of waiters from its heartbeat (it reads the queue after a renewal) and marks its
+# own lock; its release at the end then wakes the head. Neither the head nor the waiter behind it sends
+# a write to the locks collection (on FerretDB v1 such an update could roll back the holder's renewal).
+run_holder_marks_itself() {
+  local name holder w1 w2
+  name=$(lock_name)
+  start_bg holder ml -v run "$name" --ttl 3s -- sh -c 'while [ ! -e "$1/go" ]; do sleep 0.05; done' _ "$T"
+  holder=$BG_PID
+  wait_until 10 is_held "$name"
+  start_bg w1 ml -v run "$name" --wait 60s -- true
+  w1=$BG_PID
+  wait_until 10 tickets_are "$name" 1
+  start_bg w2 ml -v run "$name" --wait 60s -- true
+  w2=$BG_PID
+  wait_until 10 tickets_are "$name" 2
+  wait_until 10 grep -q "marked lock '$name': waiters are queued" "$T/holder.err"
+  read_doc "$name"
+  assert_eq "$(doc_field waiters)" "True" "waiters field of the running holder's lock"
+  touch "$T/go"
+  expect_bg_exit 0 "$holder" holder
+  expect_bg_exit 0 "$w1" w1
+  expect_bg_exit 0 "$w2" w2
+  assert_contains "$T/w1.err" "woken by a release of '$name'"
+  local f
+  for f in w1 w2; do
+    # The waiters' own locks are written by themselves once they hold them (renewal, release): only what
+    # they sent before "acquired lock" counts.
+    sed -n "1,/acquired lock '$name'/p" "$T/$f.err" >"$T/$f.before"
+    assert_not_matches "$T/$f.before" "command update sent to $MONGOLOCK_COLLECTION$"
+  done
 }
 
 # A waiter killed with SIGKILL leaves its ticket; the next waiter takes the lock once that ticket's lease
@@ -180,7 +222,9 @@ break_wakes_the_head() {
   ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
   start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
   pid=$BG_PID
-  wait_until 10 grep -q "marked lock '$name'" "$T/head.err"
+  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m # the holder marks its lock
+  assert_contains "$ERR" "marked lock '$name'"
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" break "$name" --force
   assert_contains "$ERR" "findAndModify 1, insert 1" # the delete that returns the document, and the event
   expect_bg_exit 0 "$pid" head
@@ -202,7 +246,9 @@ min_hold_release_wakes_the_head() {
   hold_until=$(doc_field hold_until)
   start_bg head ml -v --grace 500ms run "$name" --wait 60s -- sh -c 'date +%s%3N >"$1/started"' _ "$T"
   pid=$BG_PID
-  wait_until 10 grep -q "marked lock '$name'" "$T/head.err"
+  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m # the holder marks its lock
+  assert_contains "$ERR" "marked lock '$name'"
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
   assert_contains "$ERR" "stays held until"
   assert_contains "$ERR" "insert 1" # the event
@@ -326,6 +372,7 @@ status_and_list_show_the_queue() {
 run_case "six waiters started 200ms apart get the lock in that order" six_waiters_in_arrival_order
 run_case "--no-push: waiters poll and still get the lock in order" polling_without_push_keeps_order
 run_case "a release wakes the head of the queue at once; an un-waited release is one command" push_wakes_the_head
+run_case "a running holder marks its own lock for waiters; waiters never write a lock document" run_holder_marks_itself
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
 run_case "a --wait timeout removes the ticket (acquire and run)" wait_timeout_removes_ticket
 run_case "SIGTERM to a waiting run removes its ticket" sigterm_removes_ticket

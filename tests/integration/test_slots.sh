@@ -23,7 +23,9 @@ two_runs_share_third_refused() {
   expect_exit 75 -- ml run "$name" --slots 2 -- touch "$T/ran"
   [[ ! -e $T/ran ]] || fail "the third run started its command"
   assert_empty "$OUT"
-  assert_contains "$ERR" "all 2 slots of lock '$name' are held"
+  assert_contains "$ERR" "all 2 slots of lock '$name' are held: slot 1 held by "
+  assert_contains "$ERR" "; slot 2 held by "
+  assert_eq "$(wc -l <"$ERR")" "1" "lines of the message of a full semaphore"
   assert_matches "$ERR" "slot 1 held by $HOST:$p1 .*since [0-9T:.-]+Z, expires in"
   assert_matches "$ERR" "slot 2 held by $HOST:$p2 "
   expect_exit 75 -- ml acquire "$name" --slots 2

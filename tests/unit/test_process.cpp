@@ -1,12 +1,16 @@
 #include <doctest/doctest.h>
 
 #include <mongolock/clock.hpp>
+#include <mongolock/error.hpp>
+#include <mongolock/exit_codes.hpp>
 #include <mongolock/process.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <signal.h>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace mongolock;
@@ -93,6 +97,39 @@ TEST_CASE("A guardian stopped past deadline + kill grace kills the job at once w
   std::this_thread::sleep_for(1s);
   REQUIRE(kill(-child.pid(), SIGCONT) == 0);
   CHECK(wait_exit(child) == 128 + SIGKILL);
+}
+
+TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("Child start");
+
+TEST_CASE("A command whose start_by has passed is never started: spawn throws 76") {
+  char dir[] = "/tmp/mongolock-unit-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string marker = std::string(dir) + "/started";
+  ChildSpec spec;
+  spec.argv = {"touch", marker};
+  sigemptyset(&spec.signal_mask);
+  spec.start_by = LeaseClock::now() - 1ms;
+  int code = 0;
+  try {
+    (void)Child::spawn(spec);
+  } catch (const Error& e) {
+    code = e.exit_code();
+    CHECK(std::string(e.what()).find("was not started") != std::string::npos);
+  }
+  CHECK(code == k_exit_lease_lost);
+  CHECK(access(marker.c_str(), F_OK) != 0);
+  rmdir(dir);
+}
+
+TEST_CASE("A command started before its start_by runs as usual") {
+  ChildSpec spec;
+  spec.argv = {"sh", "-c", "exit 7"};
+  sigemptyset(&spec.signal_mask);
+  spec.start_by = LeaseClock::now() + 10s;
+  auto child = Child::spawn(spec);
+  CHECK(wait_exit(child) == 7);
 }
 
 TEST_SUITE_END();

@@ -1,0 +1,100 @@
+// An in-memory LockStore for tests of the protocol without a server: the same documents, selectors and
+// unique keys as MongoStore, with the write semantics of either server family:
+// - MongoDB: every single-document write is atomic (filter checked and document changed in one step);
+// - FerretDB v1: an update or delete reads the matching documents, then writes each one back whole (or
+//   deletes it) by _id without checking the filter again, so another client's write that lands between
+//   the two steps can be undone by the write-back (issue #19).
+// The window between the read and the write of every update and delete is a hook (`between`) where a
+// test runs another client's operation. Every write is logged with the operation, the collection and
+// the document's program/_id, so a test can assert who wrote what.
+#pragma once
+
+#include <mongolock/lock_store.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mongolock {
+
+enum class WriteSemantics { mongodb, ferretdb_v1 };
+
+class MemoryStore final : public LockStore {
+public:
+  // A store whose clock is this host's (server time = local wall clock at construction, advanced by
+  // LeaseClock) shifted by `skew` (a client whose estimate of the server's clock is off).
+  explicit MemoryStore(WriteSemantics semantics = WriteSemantics::mongodb, Millis skew = Millis(0));
+
+  // One write to a lock document, as logged: "update", "delete", "insert"; the lock's program; which
+  // fields an update set ("expires_at,renewed_at,ttl_ms", "waiters", ...).
+  struct Write {
+    std::string op;
+    std::string program;
+    std::string fields;
+  };
+  [[nodiscard]] const std::vector<Write>& lock_writes() const { return m_writes; }
+
+  // Runs between the read and the write of the next update or delete of a lock document (once; FerretDB
+  // semantics only: with MongoDB's the write is atomic and this runs after it). Set it again for more.
+  std::function<void()> between;
+
+  // The store's lock documents, as stored (for assertions).
+  [[nodiscard]] const std::map<std::string, LockRecord>& documents() const { return m_locks; }
+
+  const ServerClock& clock() override { return m_clock; }
+  void reconnect(std::optional<CallLimits>) override {}
+  void ensure_indexes() override {}
+  [[nodiscard]] bool insert(LockRecord& lock) override;
+  [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
+  [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
+                                   Millis ttl) override;
+  [[nodiscard]] std::int64_t mark_released(const LockSelector& which, ServerTime released_at,
+                                           ServerTime expires_at) override;
+  [[nodiscard]] std::int64_t set_fence(const LockSelector& which, std::int64_t fence) override;
+  [[nodiscard]] std::int64_t next_fence(std::string_view name) override;
+  [[nodiscard]] std::optional<LockRecord> find(std::string_view program) override;
+  [[nodiscard]] std::vector<LockRecord> list(std::optional<std::string_view> name = std::nullopt) override;
+  [[nodiscard]] ServerInfo server_info() override { return {"memory", 0, "memory"}; }
+  [[nodiscard]] bool has_unique_index() override { return true; }
+  [[nodiscard]] std::string create_ttl_index(Millis) override { return "the in-memory store has no TTL index"; }
+  [[nodiscard]] std::int64_t highest_ticket() override;
+  [[nodiscard]] bool insert_ticket(TicketRecord& ticket) override;
+  [[nodiscard]] std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) override;
+  [[nodiscard]] std::int64_t remove_ticket(std::string_view id,
+                                           std::optional<ServerTime> expired_at_or_before = std::nullopt) override;
+  [[nodiscard]] std::vector<TicketRecord> tickets(const std::vector<std::string>& names) override;
+  [[nodiscard]] std::optional<LockRecord> remove_returning(const LockSelector& which) override;
+  [[nodiscard]] std::int64_t mark_waiters(const LockSelector& which) override;
+  void append_event(std::string_view name, std::string_view ticket) override;
+  // Events are read at once; a wait without one returns nullopt at once (no real waiting).
+  [[nodiscard]] std::unique_ptr<EventFeed> follow_events(Millis await) override;
+  void insert_runs(std::vector<RunRecord>& records) override;
+  [[nodiscard]] std::vector<RunRecord> runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
+                                            std::int64_t limit) override;
+  [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
+  [[nodiscard]] std::string create_runs_ttl_index(Millis) override { return "the in-memory store has no TTL index"; }
+
+private:
+  // Updates the one lock document `which` selects with `change`, with the store's semantics; returns the
+  // number matched.
+  std::int64_t update(const LockSelector& which, const std::string& fields,
+                      const std::function<void(LockRecord&)>& change);
+  [[nodiscard]] std::string new_id();
+  void run_between();
+
+  WriteSemantics m_semantics;
+  ServerClock m_clock;
+  std::map<std::string, LockRecord> m_locks; // by program (the unique key)
+  std::map<std::string, std::vector<std::int64_t>> m_fences;
+  std::vector<TicketRecord> m_tickets;
+  std::vector<WakeEvent> m_events;
+  std::vector<RunRecord> m_runs;
+  std::vector<Write> m_writes;
+  std::int64_t m_next_id = 1;
+};
+
+// True when `lock` matches every condition `which` sets (MongoDB's filter semantics for LockSelector).
+[[nodiscard]] bool selects(const LockSelector& which, const LockRecord& lock);
+
+} // namespace mongolock

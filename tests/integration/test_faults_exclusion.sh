@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Fault injection, the two exclusion holes of issue #19 (found on 0.2.0 against FerretDB v1):
+#
+# 1. A waiter's update of the holder's lock document (its "waiters" mark) could roll back the holder's
+#    renewal on a server whose updates read the document and write it back whole; a partition right
+#    after that left the holder's job running past the lease that the server kept. Now nothing but the
+#    holder updates its lock document: the holder marks its own lock after reading the queue. The case
+#    has a real head waiter on another host queued while the holder renews, cuts the holder off right
+#    after a renewal, and checks that the jobs never overlap and that the waiter sent no update to the
+#    locks collection before it held the lock (the regression guard: any waiter update there reopens
+#    the hole; its deletes are the purge of a lock expired more than the takeover grace ago, which no
+#    renewal can match: ARCHITECTURE.md, "Who writes a lock document").
+# 2. A run stopped (or slowed) between its acquisition and the start of its job started the job after
+#    its lease had ended. Now the renew deadline bounds the start: a run stopped between its insert of
+#    the first name and the spawn, long enough for another host to take that name over, exits 76
+#    without starting its job; so does one whose acquisition is slower than the renew deadline.
+# Each case runs several times: the holes were timing races, and a regression must show.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/faults.sh"
+
+REPEATS=3
+
+# The lines of LABEL's -v log before it held its lock (all of them if it never did).
+before_acquired() { sed -n "1,/acquired lock '/p" "$T/$1.err"; }
+
+# Holder a (through the proxy, --ttl 6s, a job that ignores SIGTERM so that it runs to the kill grace)
+# with head waiter b queued; cut a off at once after its renewal: a exits 76 with its job dead before
+# its lease ends, b takes over, no overlap, and b wrote nothing to the locks collection while waiting.
+partition_after_a_renewal_with_a_waiter() {
+  local name a round held lease_end job_end
+  need_other_host
+  server_start
+  proxy_start
+  for ((round = 1; round <= REPEATS; round++)); do
+    name=$(lock_name "x$round")
+    : >"$HOLDERS"
+    rm -f "$T/a.exit_ms"
+    JOB_OPTIONS=--ignore-term start_holder a "$PROXY_URI" "$name" 60 --ttl 6s --kill-grace 1s
+    a=$HOLDER_PID
+    wait_acquired a
+    start_contender b "$name" 1 --ttl 6s
+    # The holder sees the queue after a renewal and marks its own lock: wait for that, then for one more
+    # renewal, and cut the holder off right after it (where a rolled-back renewal would have hurt).
+    wait_until 20 grep -q "marked lock '$name': waiters are queued" "$T/a.err"
+    wait_renewals a $(($(renewals a) + 1)) 10
+    proxy hold
+    held=$(now_ms)
+    expect_exit_code 76 "$a" a 20
+    lease_end=$(lease_end_ms a)
+    job_end=$(job_last_ms "$HOST")
+    expect_exit_code 0 "$CONTENDER_PID" b 30
+    proxy pass
+    check_holders
+    before_acquired b >"$T/b.before"
+    grep -q "acquired lock '$name'" "$T/b.before" || fail_with "the waiter never held the lock" stderr "$T/b.err"
+    assert_not_matches "$T/b.before" "command update sent to $MONGOLOCK_COLLECTION$"
+    ((job_end < lease_end)) ||
+      fail_with "round $round: the job ran until $((job_end - lease_end))ms after its lease ended" \
+        holders "$T/holders.summary" stderr "$T/a.err"
+    result "round $round: partition right after a renewal, a head waiter queued: overlap ${OVERLAP_MS}ms," \
+      "exit a=76 b=0, job dead $((job_end - held))ms into the partition, $((lease_end - job_end))ms before" \
+      "the lease end; the waiter wrote no lock document"
+  done
+}
+
+# run NAME-a NAME-b (through a proxy that delays every message by 300 ms, so the stop lands between the
+# first insert and the spawn), SIGSTOPped right after its insert of NAME-a was sent; another host takes
+# NAME-a over meanwhile; after SIGCONT the run exits 76 and never starts its job.
+stopped_between_insert_and_spawn() {
+  local base a round cont started
+  need_other_host
+  server_start
+  proxy_start
+  for ((round = 1; round <= REPEATS; round++)); do
+    base=$(lock_name "s$round")
+    rm -f "$T/started"
+    proxy delay 300
+    start_bg a setsid "$MONGOLOCK_BIN" -v --uri "$PROXY_URI" run --ttl 2s "$base-a" "$base-b" -- \
+      touch "$T/started"
+    a=$BG_PID
+    local deadline=$(($(now_ms) + 20000))
+    until grep -q "command insert sent to $MONGOLOCK_COLLECTION$" "$T/a.err" 2>/dev/null; do
+      (($(now_ms) < deadline)) || fail_with "round $round: no insert sent" stderr "$T/a.err"
+      sleep 0.002
+    done
+    kill -STOP "$a"
+    # The insert (delayed by the proxy) lands while the run is stopped: NAME-a is held by it. Then, after
+    # TTL 2 s + grace 500 ms, the other host takes NAME-a over while this run is still stopped.
+    wait_until 5 is_held "$base-a"
+    start_bg c unshare --uts sh -c 'hostname "$0" && exec "$@"' "$CONTENDER_HOST" \
+      "$MONGOLOCK_BIN" --grace 500ms --uri "$SERVER_URI" run "$base-a" --wait 10s -- \
+      sh -c 'touch "$1/c-started"; sleep 3' _ "$T"
+    cont=$BG_PID
+    wait_until 10 test -e "$T/c-started"
+    proxy pass
+    kill -CONT "$a"
+    expect_exit_code 76 "$a" a 20
+    started=no
+    [[ -e $T/started ]] && started=yes
+    [[ $started == no ]] || fail_with "round $round: the job started after its lease had ended" stderr "$T/a.err"
+    assert_contains "$T/a.err" "ended before the command could start"
+    expect_exit_code 0 "$cont" c 20
+    rm -f "$T/c-started"
+    # Nothing of the stopped run is left: its NAME-b was released, NAME-a is the other host's (now free).
+    assert_free "$base-b"
+    result "round $round: stopped between the insert of $base-a and the spawn, $base-a taken over" \
+      "meanwhile: exit a=76, job started: $started"
+  done
+}
+
+# A slow server (every message delayed 400 ms, a round trip 800 ms: within run's 1 s command timeout;
+# --ttl 2s: renew deadline 1.3 s): acquiring two names takes longer than the renew deadline, so the job is never started and the run exits 76; its locks are given
+# back (the release, after the check, is not bounded by the lease).
+slow_acquisition_past_the_deadline() {
+  local base a round
+  server_start
+  proxy_start
+  proxy delay 400
+  for ((round = 1; round <= REPEATS; round++)); do
+    base=$(lock_name "d$round")
+    rm -f "$T/started"
+    start_bg a "$MONGOLOCK_BIN" -v --uri "$PROXY_URI" run --ttl 2s "$base-a" "$base-b" -- touch "$T/started"
+    a=$BG_PID
+    expect_exit_code 76 "$a" a 60
+    [[ ! -e $T/started ]] || fail_with "round $round: the job started after the renew deadline" stderr "$T/a.err"
+    assert_contains "$T/a.err" "ended before the command could start"
+    wait_until 10 is_free "$base-a"
+    wait_until 10 is_free "$base-b"
+    result "round $round: acquisition through a 400 ms/message proxy: exit 76, job not started"
+  done
+}
+
+# The queue's own rule (only the head takes the lock) under a slow network: waiter w1 (through the proxy)
+# joins first, w2 second; then w1's messages are delayed 600 ms each way, so its next ticket renewal is
+# answered after 1.2 s. Such a renewal may have raced another waiter's delete of the ticket as dead, so
+# it does not count: w1 joins again at the back, and w2 gets the lock first.
+slow_ticket_renewal_rejoins_at_the_back() {
+  local name w1 w2
+  server_start
+  proxy_start
+  name=$(lock_name q)
+  ml acquire "$name" --process "$HOST:4242" >/dev/null
+  start_bg w1 "$MONGOLOCK_BIN" -v --uri "$PROXY_URI" run "$name" --wait 60s -- sh -c 'echo w1 >>"$1/order"' _ "$T"
+  w1=$BG_PID
+  wait_until 10 eval '[[ $(python3 "$ITEST_DIR/mongo.py" tickets "$name" | wc -l) == 1 ]]'
+  start_bg w2 ml run "$name" --wait 60s -- sh -c 'echo w2 >>"$1/order"' _ "$T"
+  w2=$BG_PID
+  wait_until 10 eval '[[ $(python3 "$ITEST_DIR/mongo.py" tickets "$name" | wc -l) == 2 ]]'
+  proxy delay 600
+  wait_until 15 grep -q "the queue ticket of '$name' was lost (its renewal took" "$T/w1.err"
+  proxy pass
+  expect_exit 0 -- ml release "$name" --process "$HOST:4242"
+  expect_exit_code 0 "$w2" w2 30
+  expect_exit_code 0 "$w1" w1 30
+  assert_eq "$(tr '\n' ' ' <"$T/order")" "w2 w1 " "order of the grants"
+  result "a ticket renewal answered after $(sed -n "s/.*its renewal took \([^,]*\),.*/\1/p" "$T/w1.err" | head -n 1): the waiter rejoined at the back"
+}
+
+run_case "a partition right after a renewal, with a head waiter queued: no overlap, no waiter write" \
+  partition_after_a_renewal_with_a_waiter
+run_case "stopped between the insert and the spawn (two names): exit 76, the job never starts" \
+  stopped_between_insert_and_spawn
+run_case "an acquisition slower than the renew deadline: exit 76, the job never starts" \
+  slow_acquisition_past_the_deadline
+run_case "a ticket renewal answered after 1 s does not count: the waiter rejoins at the back" \
+  slow_ticket_renewal_rejoins_at_the_back
+finish

@@ -1,0 +1,174 @@
+// The lock protocol (Locker) on the in-memory store, under MongoDB's and FerretDB v1's write semantics:
+// what each flow writes, and which writes a second client can undo.
+#include <doctest/doctest.h>
+
+#include <mongolock/locker.hpp>
+#include <mongolock/memory_store.hpp>
+
+#include <algorithm>
+#include <string>
+
+using namespace mongolock;
+using namespace std::chrono_literals;
+
+namespace {
+
+AcquireRequest request(const std::string& name, const std::string& process, Millis ttl = 30s) {
+  AcquireRequest r;
+  r.name = name;
+  r.process = process;
+  r.ttl = ttl;
+  r.takeover_grace = 2s;
+  return r;
+}
+
+std::size_t updates_of(const MemoryStore& store, const std::string& program, const std::string& fields) {
+  const auto& w = store.lock_writes();
+  return static_cast<std::size_t>(std::count_if(w.begin(), w.end(), [&](const MemoryStore::Write& x) {
+    return x.op == "update" && x.program == program && x.fields == fields;
+  }));
+}
+
+const Log quiet(Verbosity::quiet);
+
+} // namespace
+
+TEST_SUITE_BEGIN("Locker");
+
+TEST_CASE("A free lock is one insert; a held one is reported with its holder and costs no write") {
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker locker(store, quiet);
+    REQUIRE(locker.try_acquire(request("job", "a:1")));
+    CHECK(store.lock_writes().size() == 1);
+    std::vector<LockRecord> seen;
+    CHECK_FALSE(locker.try_acquire(request("job", "b:2"), true, &seen));
+    REQUIRE(seen.size() == 1);
+    CHECK(seen.front().process == "a:1");
+    CHECK(store.lock_writes().size() == 1); // the refused insert wrote nothing; no purge of a live lock
+  }
+}
+
+TEST_CASE("An expired lock is taken over only after the takeover grace, and only that acquisition is purged") {
+  MemoryStore store;
+  Locker locker(store, quiet);
+  auto held = locker.try_acquire(request("job", "a:1"));
+  REQUIRE(held);
+  // Expired 1 s ago: within the 2 s grace, still held.
+  auto doc = store.documents().at("job");
+  REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 1s, doc.renewed_at, 30s) == 1);
+  CHECK_FALSE(locker.try_acquire(request("job", "b:2")));
+  // Expired 3 s ago: taken over.
+  REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 3s, doc.renewed_at, 30s) == 1);
+  const auto taken = locker.try_acquire(request("job", "b:2"));
+  REQUIRE(taken);
+  CHECK(taken->process == "b:2");
+  CHECK(taken->id != held->id);
+  // The old holder's release names its own acquisition: it removes nothing now.
+  CHECK(locker.release(LockSelector{.program = "job", .id = held->id, .token = held->token}).kind ==
+        ReleaseOutcome::not_holder);
+  CHECK(store.documents().at("job").process == "b:2");
+}
+
+TEST_CASE("FerretDB v1: a second client's update between a renewal's read and write undoes the renewal") {
+  // Why no waiter may update the holder's document (issue #19): this is what 0.2.0's mark did.
+  MemoryStore store(WriteSemantics::ferretdb_v1);
+  Locker holder(store, quiet);
+  auto lock = holder.try_acquire(request("job", "a:1"));
+  REQUIRE(lock);
+  const auto before = store.documents().at("job").expires_at;
+  // The mark reads the document, the holder's renewal lands, then the mark writes its copy back.
+  bool renewed = false;
+  store.between = [&] { renewed = holder.renew(*lock, 30s, LeaseClock::now() + 5s); };
+  CHECK(store.mark_waiters(LockSelector{.program = "job", .id = lock->id}) == 1);
+  CHECK(renewed); // the holder is told it renewed...
+  CHECK(lock->expires_at > before);
+  // ...but the mark's write-back restored the old expiry: the renewal is lost.
+  CHECK(store.documents().at("job").expires_at == before);
+  CHECK(store.documents().at("job").waiters);
+}
+
+TEST_CASE("MongoDB semantics: the same interleaving keeps both writes") {
+  MemoryStore store(WriteSemantics::mongodb);
+  Locker holder(store, quiet);
+  auto lock = holder.try_acquire(request("job", "a:1"));
+  REQUIRE(lock);
+  bool renewed = false;
+  store.between = [&] { renewed = holder.renew(*lock, 30s, LeaseClock::now() + 5s); };
+  CHECK(store.mark_waiters(LockSelector{.program = "job", .id = lock->id}) == 1);
+  REQUIRE(renewed);
+  CHECK(store.documents().at("job").expires_at == lock->expires_at);
+  CHECK(store.documents().at("job").waiters);
+}
+
+TEST_CASE("A waiter never updates a lock document; the holder marks its own lock when someone waits") {
+  MemoryStore store(WriteSemantics::ferretdb_v1);
+  Locker holder(store, quiet);
+  std::vector<LockRecord> locks;
+  auto lock = holder.try_acquire(request("job", "a:1"));
+  REQUIRE(lock);
+  locks.push_back(*lock);
+  CHECK(holder.mark_if_waited(locks) == 0); // nobody waits: one read, no write
+  // A waiter (--wait 0: one attempt, then it joins the queue and gives up at once).
+  Locker waiter(store, quiet);
+  WaitPolicy policy{.wait = Millis(0)};
+  auto waited = waiter.acquire_all({request("job", "b:2")}, policy, [](Millis) { return true; });
+  CHECK(waited.locks.empty());
+  CHECK(waited.held == "job");
+  CHECK(updates_of(store, "job", "waiters") == 0);
+  CHECK(std::none_of(store.lock_writes().begin(), store.lock_writes().end(),
+                     [](const MemoryStore::Write& w) { return w.op == "update"; }));
+  // While a ticket waits, the holder marks its own lock; its release then wakes the queue.
+  TicketRecord ticket;
+  ticket.name = "job";
+  ticket.seq = 1;
+  ticket.process = "b:2";
+  ticket.since = store.clock().now();
+  ticket.expires_at = store.clock().now() + 4s;
+  REQUIRE(store.insert_ticket(ticket));
+  CHECK(holder.mark_if_waited(locks) == 1);
+  CHECK(locks.front().waiters);
+  CHECK(updates_of(store, "job", "waiters") == 1);
+  auto feed = store.follow_events(1500ms);
+  while (feed->wait({"job"})) {} // past the existing events
+  CHECK(holder.release(LockSelector{.program = "job", .id = lock->id, .token = lock->token}).kind ==
+        ReleaseOutcome::released);
+  const auto event = feed->wait({"job"});
+  REQUIRE(event);
+  CHECK(event->name == "job");
+}
+
+TEST_CASE("A release of a lock nobody waits for is one write") {
+  MemoryStore store;
+  Locker locker(store, quiet);
+  auto lock = locker.try_acquire(request("job", "a:1"));
+  REQUIRE(lock);
+  const auto writes = store.lock_writes().size();
+  CHECK(locker.release(LockSelector{.program = "job", .id = lock->id, .token = lock->token}).kind ==
+        ReleaseOutcome::released);
+  CHECK(store.lock_writes().size() == writes + 1);
+  CHECK(store.documents().empty());
+}
+
+TEST_CASE("Slots: N holders share a name, the N+1st is refused; fencing tokens only grow") {
+  MemoryStore store;
+  Locker locker(store, quiet);
+  auto r = request("pool", "a:1");
+  r.slots = 2;
+  r.fence = true;
+  const auto one = locker.try_acquire(r);
+  r.process = "b:2";
+  const auto two = locker.try_acquire(r);
+  r.process = "c:3";
+  std::vector<LockRecord> seen;
+  const auto three = locker.try_acquire(r, true, &seen);
+  REQUIRE(one);
+  REQUIRE(two);
+  CHECK_FALSE(three);
+  CHECK(seen.size() == 2);
+  CHECK(one->program == "pool");
+  CHECK(two->program == "pool#2");
+  CHECK(*two->fence > *one->fence);
+}
+
+TEST_SUITE_END();
