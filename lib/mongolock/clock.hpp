@@ -30,8 +30,8 @@ struct LeaseClock {
 using LocalTime = LeaseClock::time_point;
 
 // Maps this host's monotonic clock onto the server's wall clock. Built from one observation of the
-// server's time (hello's localTime; MongoStore takes a new one when the driver's periodic server check
-// brings a newer hello) and then advanced with LeaseClock (CLOCK_BOOTTIME), which wall-clock
+// server's time (hello's localTime; MongoStore takes a new one from a new connection's handshake, before
+// every renewal and when it is a minute old) and then advanced with LeaseClock (CLOCK_BOOTTIME), which wall-clock
 // steps on this host (NTP, a wrong date) do not move. (libfaketime fakes the monotonic clock too unless
 // FAKETIME_DONT_FAKE_MONOTONIC=1; the clock-skew tests set it, as a real skewed host would behave.)
 class ServerClock {

@@ -509,8 +509,8 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   const auto result = supervise(locker, locks, *child, signals, policy, log);
   const auto ended = child->job_ended();
   log.debugf("command exited with status {}", result.command_status);
-  // The heartbeat left a client with timeouts cut to its deadlines (or a failed one): the release gets
-  // the configured timeouts on a fresh connection.
+  // The heartbeat left its call deadline (or a failed client): the release gets the configured timeouts,
+  // on the same connection unless a call failed.
   store.reconnect(std::nullopt);
 
   if (result.lease_lost) {
@@ -652,12 +652,40 @@ int break_command(const GlobalOptions& global, const BreakOptions& options, Log&
   return k_exit_ok;
 }
 
+// True when `address` ("host:port", "[v6]:port") names this host: localhost, 127.0.0.0/8 or ::1.
+bool is_loopback_address(std::string_view address) {
+  std::string_view host = address;
+  if (host.starts_with('[')) {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host.starts_with("127.") || host == "::1";
+}
+
 int doctor_command(const GlobalOptions& global, Log& log) {
   MongoStore store(global.store, log);
   fmt::print("uri: {}\n", redact_uri(global.store.uri));
   const auto& clock = store.clock();
   const auto info = store.server_info();
   fmt::print("server: {} (version {}, wire version {})\n", info.address, info.version, info.max_wire_version);
+  if (info.tls) {
+    fmt::print("tls: on (CA file {}{})\n", info.tls_ca_file.empty() ? "none: the system's CAs" : info.tls_ca_file,
+               info.tls_certificate.empty() ? "" : fmt::format(", client certificate {}", info.tls_certificate));
+  } else {
+    fmt::print("tls: off\n");
+    if (!is_loopback_address(info.address)) {
+      log.warning(fmt::format("TLS is off towards {}, which is not this host: the password and the lock documents "
+                              "cross the network in clear text (add tls=true to the URI)",
+                              info.address));
+    }
+  }
+  if (info.mechanism.empty()) {
+    fmt::print("authentication: none\n");
+  } else {
+    fmt::print("authentication: {} ({})\n", info.user.empty() ? "no user confirmed by the server" : info.user,
+               info.mechanism);
+  }
   fmt::print("round trip: {}\n", format_duration(clock.round_trip()));
   const auto offset = clock.offset_from_local_wall_clock();
   fmt::print("clock offset: the server's clock is {} {} this host's (mongolock uses the server's)\n",

@@ -118,11 +118,18 @@ struct ServerInfo {
   std::string version;      // buildInfo.version
   int max_wire_version = 0; // hello.maxWireVersion
   std::string address;      // host:port of the selected server
+  bool tls = false;         // the connection uses TLS (the URI's tls/ssl option, implied by mongodb+srv)
+  std::string tls_ca_file;  // the URI's tlsCAFile ("" : the system's CAs)
+  std::string tls_certificate; // the URI's tlsCertificateKeyFile, the client certificate ("" : none)
+  std::string user;         // the authenticated user as "name@database" (connectionStatus), "" when none
+  std::string mechanism;    // the authentication mechanism: the URI's authMechanism, else the one libmongoc
+                            // negotiates from the handshake's saslSupportedMechs (SCRAM-SHA-256, else
+                            // SCRAM-SHA-1); "" without credentials
 };
 
-// Time limits of the next server call after LockStore::reconnect() (ms).
+// Time limits of the server calls after LockStore::reconnect() (ms), counted from reconnect().
 struct CallLimits {
-  Millis connect; // TCP connect and handshake (server selection)
+  Millis connect; // TCP connect and handshake (server selection), when the call has to connect
   Millis total;   // the whole call, handshake included
 };
 
@@ -133,15 +140,21 @@ public:
   virtual ~LockStore() = default;
 
   // The server's clock. The first call connects (server selection) and reads the handshake's localTime;
-  // later calls take a newer hello reply into account when the driver has made one (server checks).
+  // later calls take a newer hello reply into account (a new connection's handshake), and send a hello to
+  // re-read it when the clock is 60s old or reconnect() was called with limits since (every renewal).
   virtual const ServerClock& clock() = 0;
 
-  // Drops the connection and makes a new client, so that the next call connects and selects the server
-  // anew (no waiting out an earlier failed server check). With `limits`, the next call gives up when the
-  // connection and handshake take longer than limits.connect, and altogether after at most limits.total
-  // (each capped by the configured connect and operation timeouts); without, the client gets the
-  // configured timeouts (a no-op when it has them and no call failed). Sends nothing to the server (the
-  // old client's session is left to expire there). Throws Error (64) only when the URI cannot make a client.
+  // Sets the time limits of the next calls, and makes a new client (a new connection, server selection
+  // anew) only when needed: after a call of the current client failed or timed out (so that a server that
+  // failed a check is tried again at once: libmongoc's single-threaded client would wait 5s). While calls
+  // succeed, the connection is kept (no TCP connect, TLS handshake or authentication per call: issue 15).
+  // With `limits`, the calls until the next reconnect() end with an error (69) once limits.total has passed
+  // since this call (each read and write is cut at that deadline), and a connect they need must be done
+  // within limits.connect (both capped by the configured connect and operation timeouts); a kept client
+  // whose connect timeout is longer does not connect again in them (the call fails instead, and the next
+  // reconnect() makes a new client); without `limits`, the deadline is lifted and the configured
+  // timeouts apply (a new client only after a failure). Sends nothing to the server (a dropped client's
+  // session is left to expire there). Throws Error (64) only when the URI cannot make a client.
   virtual void reconnect(std::optional<CallLimits> limits) = 0;
 
   // Creates the unique index on `program` (createIndexes; a no-op when it exists).

@@ -60,7 +60,12 @@ public:
   [[nodiscard]] std::int64_t next_fence(std::string_view name) override;
   [[nodiscard]] std::optional<LockRecord> find(std::string_view program) override;
   [[nodiscard]] std::vector<LockRecord> list(std::optional<std::string_view> name = std::nullopt) override;
-  [[nodiscard]] ServerInfo server_info() override { return {"memory", 0, "memory"}; }
+  [[nodiscard]] ServerInfo server_info() override {
+    ServerInfo info;
+    info.version = "memory";
+    info.address = "memory";
+    return info;
+  }
   [[nodiscard]] bool has_unique_index() override { return true; }
   [[nodiscard]] std::string create_ttl_index(Millis) override { return "the in-memory store has no TTL index"; }
   [[nodiscard]] std::int64_t highest_ticket() override;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <new>
 
 #include <cerrno>
 #include <cstdlib>
@@ -312,7 +313,172 @@ void on_command_failed(const mongoc_apm_command_failed_t* event) {
                       monitor->log.scrub(error.message));
 }
 
+// What a driver error most likely means, for a connection's TLS or authentication ("" when nothing
+// specific): libmongoc's words name the step that failed, not what to change. Matched on libmongoc 1.23's
+// messages (mongoc-stream-tls-openssl.c, mongoc-cluster.c, mongoc-scram.c).
+std::string connection_hint(std::string_view message) {
+  const auto has = [&](std::string_view text) { return message.find(text) != std::string_view::npos; };
+  if (has("Authentication failed") || has("SCRAM Failure") || has("authentication failed"))
+    return "the server refused the user name or password (check them and authSource)";
+  if (has("requires authentication"))
+    return "the server requires authentication (give user:password@ in the URI, kept in --uri-file)";
+  if (has("Failed initialize TLS state") || has("Cannot find certificate") || has("Cannot load"))
+    return "the TLS files could not be loaded (check tlsCAFile and tlsCertificateKeyFile, and "
+           "tlsCertificateKeyFilePassword for an encrypted key)";
+  if (has("mismatch") || has("Host name verification failed"))
+    return "the server's certificate is not valid for the host name or address in the URI";
+  if (has("certificate verify failed") || has("certificate has expired") || has("self-signed") ||
+      has("self signed"))
+    return "the server's certificate is not trusted (check tlsCAFile: the CA that signed it)";
+  if (has("TLS handshake timed out") || has("TLS handshake failed"))
+    return "the TLS handshake failed (a port that does not speak TLS, with tls=true?)";
+  if (has("calling hello") && (has("length header") || has("connection closed")))
+    return "the server closed the connection at the handshake (a TLS port without tls=true, or a client "
+           "certificate the server refused: missing, expired or not signed by its CA?)";
+  return "";
+}
+
+// How long a server clock read from a hello is used before it is read again (refresh_clock).
+constexpr Millis k_clock_max_age{60'000};
+
 std::int32_t to_int32_ms(Millis d) { return static_cast<std::int32_t>(std::min<Millis::rep>(d.count(), INT32_MAX)); }
+
+// --- per-call time limits on a kept connection ----------------------------------------------------
+//
+// libmongoc 1.23 fixes socketTimeoutMS when a client is made (no setter), and a new client means a new
+// TCP connection, TLS handshake and authentication. To bound one call (a lease renewal) on the client
+// that is kept, every connection of the client is wrapped in a DeadlineStream, which caps the timeout of
+// each read and write at what is left of the call's deadline and fails them once it has passed.
+
+// When the current call must be over; shared by every stream of the client (all on one thread).
+struct CallDeadline {
+  std::optional<LocalTime> until; // none: only the client's own socketTimeoutMS applies
+  bool may_connect = true;        // false: a new connection is refused (a kept client whose connect limit
+                                  // is longer than the call allows; see MongoStore::reconnect)
+};
+
+// The driver's stream (TCP or TLS, buffered) behind a deadline. `base` comes first: the driver sees a
+// mongoc_stream_t* (the public custom-stream interface of mongoc-stream.h).
+struct DeadlineStream {
+  mongoc_stream_t base;
+  mongoc_stream_t* inner;
+  CallDeadline* deadline;
+  bool cut = false; // the last read or write was refused because the deadline had passed
+};
+
+constexpr int k_deadline_stream_type = 0x6d6c; // not one of libmongoc's MONGOC_STREAM_* types
+
+DeadlineStream* deadline_stream(mongoc_stream_t* stream) { return reinterpret_cast<DeadlineStream*>(stream); }
+
+// Caps `timeout_ms` (negative: none) at the time left; false (errno ETIMEDOUT) when none is left.
+bool cap_timeout(DeadlineStream* s, std::int32_t& timeout_ms) {
+  s->cut = false;
+  if (!s->deadline->until) return true;
+  const auto left = std::chrono::ceil<Millis>(*s->deadline->until - LeaseClock::now()).count();
+  if (left <= 0) {
+    s->cut = true;
+    errno = ETIMEDOUT;
+    return false;
+  }
+  if (timeout_ms < 0 || timeout_ms > left) timeout_ms = static_cast<std::int32_t>(std::min<Millis::rep>(left, INT32_MAX));
+  return true;
+}
+
+ssize_t deadline_writev(mongoc_stream_t* stream, mongoc_iovec_t* iov, size_t iovcnt, std::int32_t timeout_ms) {
+  auto* s = deadline_stream(stream);
+  if (!cap_timeout(s, timeout_ms)) return -1;
+  return s->inner->writev(s->inner, iov, iovcnt, timeout_ms);
+}
+
+ssize_t deadline_readv(mongoc_stream_t* stream, mongoc_iovec_t* iov, size_t iovcnt, size_t min_bytes,
+                       std::int32_t timeout_ms) {
+  auto* s = deadline_stream(stream);
+  if (!cap_timeout(s, timeout_ms)) return -1;
+  return s->inner->readv(s->inner, iov, iovcnt, min_bytes, timeout_ms);
+}
+
+void deadline_destroy(mongoc_stream_t* stream) {
+  auto* s = deadline_stream(stream);
+  mongoc_stream_destroy(s->inner);
+  delete s;
+}
+
+void deadline_failed(mongoc_stream_t* stream) {
+  auto* s = deadline_stream(stream);
+  mongoc_stream_failed(s->inner);
+  delete s;
+}
+
+int deadline_close(mongoc_stream_t* stream) { return mongoc_stream_close(deadline_stream(stream)->inner); }
+int deadline_flush(mongoc_stream_t* stream) { return mongoc_stream_flush(deadline_stream(stream)->inner); }
+int deadline_setsockopt(mongoc_stream_t* stream, int level, int name, void* value, mongoc_socklen_t length) {
+  return mongoc_stream_setsockopt(deadline_stream(stream)->inner, level, name, value, length);
+}
+mongoc_stream_t* deadline_base(mongoc_stream_t* stream) { return deadline_stream(stream)->inner; }
+bool deadline_check_closed(mongoc_stream_t* stream) {
+  return mongoc_stream_check_closed(deadline_stream(stream)->inner);
+}
+bool deadline_timed_out(mongoc_stream_t* stream) {
+  auto* s = deadline_stream(stream);
+  return s->cut || mongoc_stream_timed_out(s->inner);
+}
+bool deadline_should_retry(mongoc_stream_t* stream) {
+  return mongoc_stream_should_retry(deadline_stream(stream)->inner);
+}
+
+} // namespace
+} // namespace mongolock
+
+// libmongoc's own connection maker (TCP, TLS with the client's options, buffered): exported by libmongoc
+// 1.x (a custom initiator is meant to build on it) but declared only in its private mongoc-client-private.h
+// (1.23.1 and master). `user_data` is the client.
+extern "C" mongoc_stream_t* mongoc_client_default_stream_initiator(const mongoc_uri_t* uri,
+                                                                   const mongoc_host_list_t* host, void* user_data,
+                                                                   bson_error_t* error);
+
+namespace mongolock {
+namespace {
+
+// mongoc_client_set_stream_initiator()'s user data: the client (for the default initiator's TLS options)
+// and the deadline its streams follow.
+struct StreamFactory {
+  mongoc_client_t* client = nullptr;
+  CallDeadline* deadline = nullptr;
+};
+
+// The driver's own connection (TCP connect within connectTimeoutMS, TLS handshake), wrapped.
+mongoc_stream_t* deadline_initiator(const mongoc_uri_t* uri, const mongoc_host_list_t* host, void* user_data,
+                                    bson_error_t* error) {
+  auto* factory = static_cast<StreamFactory*>(user_data);
+  if (!factory->deadline->may_connect) {
+    // A kept client reconnecting inside a bounded call (a retried write after a network error): its
+    // connect and handshake would be bounded by the client's connect timeout, not by the call's. The call
+    // fails instead; the next reconnect() makes a new client with a connect limit that fits.
+    bson_set_error(error, MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_CONNECT,
+                   "connection to %s lost; not reconnecting within this call's time limit", host->host_and_port);
+    return nullptr;
+  }
+  mongoc_stream_t* inner = mongoc_client_default_stream_initiator(uri, host, factory->client, error);
+  if (inner == nullptr) return nullptr;
+  auto* s = new (std::nothrow) DeadlineStream{};
+  if (s == nullptr) return inner; // no memory for the wrapper: unbounded by the deadline, bounded by socketTimeoutMS
+  s->base.type = k_deadline_stream_type;
+  s->base.destroy = deadline_destroy;
+  s->base.close = deadline_close;
+  s->base.flush = deadline_flush;
+  s->base.writev = deadline_writev;
+  s->base.readv = deadline_readv;
+  s->base.setsockopt = deadline_setsockopt;
+  s->base.get_base_stream = deadline_base;
+  s->base.check_closed = deadline_check_closed;
+  s->base.poll = nullptr; // mongoc_stream_poll() polls the root stream (the socket)
+  s->base.failed = deadline_failed;
+  s->base.timed_out = deadline_timed_out;
+  s->base.should_retry = deadline_should_retry;
+  s->inner = inner;
+  s->deadline = factory->deadline;
+  return &s->base;
+}
 
 } // namespace
 
@@ -324,6 +490,8 @@ struct MongoStore::Impl {
   std::string namespace_name; // "db.collection", for messages
   CommandMonitor monitor;     // before the client: destroying the client may still send commands
   UriPtr uri;
+  CallDeadline call_deadline; // before the client: its streams point here
+  StreamFactory streams;      // mongoc_client_set_stream_initiator()'s user data
   ClientPtr client;
   CollectionPtr collection;
   CollectionPtr fences; // "<collection>_fences", opened on first use
@@ -335,6 +503,8 @@ struct MongoStore::Impl {
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
   Millis connect_limit{0};           // the current client's connectTimeoutMS = serverSelectionTimeoutMS
   Millis socket_limit{0};            // the current client's socketTimeoutMS
+  int clients_made = 0;              // clients made so far (each one connects anew), for -v
+  bool clock_due = false;            // re-read the server's time at the next clock() (reconnect with limits)
   mutable bool failed = false;       // a call of the current client failed
 
   Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
@@ -359,13 +529,21 @@ struct MongoStore::Impl {
 
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
     failed = true;
-    throw unavailable_error(fmt::format("{} on {} failed: {}", what, namespace_name, driver_text(error)));
+    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, namespace_name, driver_text(error),
+                                        hint_suffix(error)));
   }
 
   // For server commands that concern no collection (hello, buildInfo).
   [[noreturn]] void fail_server(std::string_view what, const bson_error_t& error) const {
     failed = true;
-    throw unavailable_error(fmt::format("{} on {} failed: {}", what, redact_uri(config.uri), driver_text(error)));
+    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, redact_uri(config.uri), driver_text(error),
+                                        hint_suffix(error)));
+  }
+
+  // "; <what it most likely means>" for a TLS or authentication error, else "".
+  [[nodiscard]] static std::string hint_suffix(const bson_error_t& error) {
+    const auto hint = connection_hint(error.message);
+    return hint.empty() ? "" : "; " + hint;
   }
 
   // Connects on first use, so that an unreachable server is always reported as such, with its URI.
@@ -419,6 +597,11 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
   if (config.server_check_interval) {
     mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS,
                                    to_int32_ms(std::max(*config.server_check_interval, Millis(500))));
+  } else if (mongoc_uri_get_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS, 0) == 0) {
+    // No periodic server checks: on a kept connection a check would be bounded by the client's connect
+    // timeout, not by the call's deadline (its reads are polled on the socket, beneath DeadlineStream).
+    // The clock is re-read with an explicit hello instead (refresh_clock).
+    mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS, INT32_MAX);
   }
   if (mongoc_uri_get_appname(impl.uri.get()) == nullptr) mongoc_uri_set_appname(impl.uri.get(), "mongolock");
   impl.open_client(config.connect_timeout, config.operation_timeout);
@@ -453,11 +636,22 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   }
   bson_error_t error;
   client.reset(mongoc_client_new_from_uri_with_error(uri.get(), &error));
+  if (!client && error.domain == MONGOC_ERROR_STREAM) {
+    // mongodb+srv: the SRV or TXT lookup failed (MONGOC_ERROR_STREAM_NAME_RESOLUTION): the server cannot be
+    // found, as with a host that does not answer (69), not a malformed URI (64).
+    failed = true;
+    throw unavailable_error(fmt::format("cannot reach MongoDB at {}: {}; check the host name in the URI and DNS",
+                                        redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
+  }
   if (!client) {
     throw usage_error(
         fmt::format("cannot use --uri '{}': {}", redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
   }
   mongoc_client_set_error_api(client.get(), MONGOC_ERROR_API_VERSION_2);
+  streams.client = client.get();
+  streams.deadline = &call_deadline;
+  mongoc_client_set_stream_initiator(client.get(), deadline_initiator, &streams);
+  ++clients_made;
   if (config.count_commands || log.verbosity() == Verbosity::verbose) {
     ApmCallbacksPtr callbacks(mongoc_apm_callbacks_new());
     mongoc_apm_set_command_started_cb(callbacks.get(), on_command_started);
@@ -471,16 +665,31 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
 void MongoStore::reconnect(std::optional<CallLimits> limits) {
   auto& impl = *m_impl;
   if (!limits) {
-    const bool configured =
-        impl.connect_limit == impl.config.connect_timeout && impl.socket_limit == impl.config.operation_timeout;
-    if (configured && !impl.failed) return;
+    impl.call_deadline.until.reset();
+    impl.call_deadline.may_connect = true;
+    if (!impl.failed && impl.connect_limit <= impl.config.connect_timeout) return; // keep the connection
     impl.open_client(impl.config.connect_timeout, impl.config.operation_timeout);
+    impl.log.debugf("new connection (client {}): connect and handshake within {}", impl.clients_made,
+                    format_duration(impl.connect_limit));
     return;
   }
+  const auto now = LeaseClock::now();
   const auto connect = std::min(impl.config.connect_timeout, limits->connect);
-  impl.open_client(connect, std::min(impl.config.operation_timeout, limits->total - connect));
-  impl.log.debugf("new connection: connect and handshake within {}, the command within {}",
-                  format_duration(impl.connect_limit), format_duration(impl.socket_limit));
+  const auto total = std::min(limits->total, connect + impl.config.operation_timeout);
+  // A new client after a failed call; its connect and handshake get 7/8 of the connect limit, so that the
+  // next calls, whose limits differ by the few ms their timers wake late, let it connect again if needed.
+  // A kept client whose connect limit is longer (the acquire's) may not connect within the call: a
+  // connection lost in the call (a retried write) fails the call instead, and the next one makes a client.
+  if (impl.failed) {
+    impl.open_client(std::max(connect - connect / 8, Millis(1)), impl.config.operation_timeout);
+    impl.log.debugf("new connection (client {}): connect and handshake within {}, the call within {}",
+                    impl.clients_made, format_duration(impl.connect_limit), format_duration(total));
+  }
+  impl.call_deadline.may_connect = impl.connect_limit <= connect;
+  impl.call_deadline.until = now + total;
+  // Every renewal re-reads the server's time (one hello on the connection, as the handshake of a new
+  // connection did before issue 15): a clock estimate made stale by a paused VM is corrected at once.
+  impl.clock_due = true;
 }
 
 void MongoStore::Impl::refresh_clock() {
@@ -490,8 +699,10 @@ void MongoStore::Impl::refresh_clock() {
   const auto selected = LeaseClock::now();
   if (!server) {
     failed = true;
-    throw unavailable_error(fmt::format("cannot reach MongoDB at {}: {}; check --uri and that the server is up",
-                                        redact_uri(config.uri), driver_text(error)));
+    auto hint = connection_hint(error.message);
+    if (hint.empty()) hint = "check --uri and that the server is up";
+    throw unavailable_error(
+        fmt::format("cannot reach MongoDB at {}: {}; {}", redact_uri(config.uri), driver_text(error), hint));
   }
   const bson_t* hello = mongoc_server_description_hello_response(server.get());
   bson_iter_t it;
@@ -499,11 +710,15 @@ void MongoStore::Impl::refresh_clock() {
   if (bson_iter_init_find(&it, hello, "localTime") && BSON_ITER_HOLDS_DATE_TIME(&it)) {
     local_time = bson_iter_date_time(&it);
   }
-  if (local_time != 0 && local_time == clock_hello_time) return; // no newer hello: keep the clock
+  // No newer hello than the clock's: keep the clock while it is young, else ask the server (one hello on
+  // the connection there is: no server check, see the constructor).
+  const bool nothing_newer = clock && local_time == clock_hello_time;
+  if (nothing_newer && !clock_due && selected - clock->anchor() < k_clock_max_age) return;
+  clock_due = false;
   auto round_trip = Millis(mongoc_server_description_round_trip_time(server.get()));
   if (round_trip < Millis(0)) round_trip = std::chrono::duration_cast<Millis>(selected - started);
-  if (local_time == 0) {
-    // The handshake reply lacks localTime: ask the server once, timing the round trip ourselves.
+  if (local_time == 0 || nothing_newer) {
+    // The handshake reply lacks localTime, or the clock is old: ask the server, timing the round trip ourselves.
     Reply reply;
     Bson command;
     BSON_APPEND_INT32(command.get(), "hello", 1);
@@ -517,7 +732,7 @@ void MongoStore::Impl::refresh_clock() {
     }
     clock.emplace(from_bson_date(bson_iter_date_time(&it)), std::chrono::duration_cast<Millis>(received - sent),
                   received);
-    clock_hello_time = 0;
+    clock_hello_time = local_time; // the driver's hello, now older than the clock
   } else {
     // The hello may be older than this call (a server check made inside an earlier operation): anchor it
     // at the time the driver processed it, on the same monotonic clock (CLOCK_MONOTONIC, microseconds),
@@ -616,6 +831,50 @@ ServerInfo MongoStore::server_info() {
     impl.fail_server("buildInfo", error);
   }
   if (bson_iter_init_find(&it, reply.get(), "version")) info.version = iter_string(it);
+
+  const mongoc_uri_t* uri = impl.uri.get();
+  info.tls = mongoc_uri_get_tls(uri);
+  info.tls_ca_file = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCAFILE, "");
+  info.tls_certificate = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, "");
+  if (const char* user = mongoc_uri_get_username(uri); user != nullptr) {
+    if (const char* mechanism = mongoc_uri_get_auth_mechanism(uri); mechanism != nullptr) {
+      info.mechanism = mechanism;
+    } else {
+      // libmongoc's choice without authMechanism (_mongoc_cluster_auth_node): SCRAM-SHA-256 when the
+      // handshake's saslSupportedMechs lists it, else SCRAM-SHA-1.
+      info.mechanism = "SCRAM-SHA-1";
+      bson_iter_t mechs;
+      if (bson_iter_init_find(&it, mongoc_server_description_hello_response(server.get()), "saslSupportedMechs") &&
+          BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &mechs)) {
+        while (bson_iter_next(&mechs)) {
+          if (BSON_ITER_HOLDS_UTF8(&mechs) && iter_string(mechs) == "SCRAM-SHA-256") info.mechanism = "SCRAM-SHA-256";
+        }
+      }
+    }
+  }
+  // Who the server says we are: connectionStatus.authInfo.authenticatedUsers[0].
+  Bson status;
+  BSON_APPEND_INT32(status.get(), "connectionStatus", 1);
+  Reply status_reply;
+  bson_iter_t users;
+  bson_iter_t first;
+  if (mongoc_client_command_simple(impl.client.get(), "admin", status.get(), nullptr, status_reply.get(), &error) &&
+      bson_iter_init_find(&it, status_reply.get(), "authInfo") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+      bson_iter_recurse(&it, &users) && bson_iter_find(&users, "authenticatedUsers") &&
+      BSON_ITER_HOLDS_ARRAY(&users) && bson_iter_recurse(&users, &first) && bson_iter_next(&first) &&
+      BSON_ITER_HOLDS_DOCUMENT(&first)) {
+    bson_iter_t field;
+    std::string name;
+    std::string db;
+    if (bson_iter_recurse(&first, &field)) {
+      while (bson_iter_next(&field)) {
+        const std::string_view key = bson_iter_key(&field);
+        if (key == "user") name = iter_string(field);
+        if (key == "db") db = iter_string(field);
+      }
+    }
+    if (!name.empty()) info.user = db.empty() ? name : name + "@" + db;
+  }
   return info;
 }
 

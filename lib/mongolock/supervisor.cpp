@@ -156,11 +156,11 @@ private:
     const auto deadline = last_sent + m_timing.renew_deadline;
     if (sent >= deadline) return Renewal::gone; // too late: the lease is lost
     try {
-      // A new connection for every renewal: a server that failed a check is tried again at once
-      // (libmongoc's single-threaded client would wait 5s), and the handshake's hello re-reads the server's
-      // time. The handshake must be done by the deadline; the command may end a little later (its reply
-      // then does not count), so that a slow server is given the time there is, while the thread still
-      // ends within the kill grace + 0.5s of the deadline and mongolock exits soon after its job.
+      // The run's connection while it answers; a new one after a failed call, so that a server that failed
+      // a check is tried again at once (libmongoc's single-threaded client would wait 5s). A connect must be
+      // done by the deadline; the call may end a little later (its reply then does not count), so that a
+      // slow server is given the time there is, while the thread still ends within the kill grace + 0.5s
+      // of the deadline and mongolock exits soon after its job (ARCHITECTURE.md, "Faults").
       const auto left = std::chrono::floor<Millis>(deadline - sent);
       m_locker.store().reconnect(CallLimits{left, left + m_timing.kill_grace + Millis(500)});
       if (!m_locker.renew(lease, m_timing.ttl, sent)) {
