@@ -356,8 +356,9 @@ int run_cli(std::vector<std::string> args, Log& log) {
       ->check(CLI::Range(0, 255))
       ->capture_default_str()
       ->type_name("N");
-  run_cmd->add_flag("--no-new-privs", run.no_new_privs,
-                    "Start the command with no_new_privs: setuid programs gain nothing, so it stays killable")
+  run_cmd
+      ->add_flag("--no-new-privs", run.no_new_privs,
+                 "Start the command with no_new_privs: setuid programs gain nothing, so it stays killable")
       ->envname("MONGOLOCK_NO_NEW_PRIVS");
   add_take_options(run_cmd, run_take);
   add_flag(run_cmd, "--no-history", run_texts.no_history, "Do not record this run in the run history");

@@ -478,12 +478,12 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     spec.kill_grace = policy.on_lost == OnLost::term ? policy.lease.kill_grace : Millis(0);
   }
   if (const auto now = LeaseClock::now(); now >= *spec.start_by) {
-    log.error(fmt::format("lease on {} ended before the command could start: acquiring took {}, past the renew "
-                          "deadline of {} (mongolock stopped or starved, or the server slow); not started",
-                          quoted_programs(locks),
-                          format_duration(std::chrono::duration_cast<Millis>(now - *spec.start_by +
-                                                                             policy.lease.renew_deadline)),
-                          format_duration(policy.lease.renew_deadline)));
+    log.error(fmt::format(
+        "lease on {} ended before the command could start: acquiring took {}, past the renew "
+        "deadline of {} (mongolock stopped or starved, or the server slow); not started",
+        quoted_programs(locks),
+        format_duration(std::chrono::duration_cast<Millis>(now - *spec.start_by + policy.lease.renew_deadline)),
+        format_duration(policy.lease.renew_deadline)));
     release_after_run(locker, locks, log, /*lease_lost=*/true);
     return recorder.finish(&store, Outcome::lease_lost, options.lost_exit_code);
   }

@@ -82,7 +82,7 @@ std::string read_bounded_file(const std::string& path, std::string_view what, Fi
       throw fail(fmt::format("{}; another user could point mongolock at a server of theirs, so it is not used: {}",
                              *why,
                              (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 ? fmt::format("chmod go-w '{}'", path)
-                                                                       : std::string("use a file of your own")));
+                                                                     : std::string("use a file of your own")));
     }
   }
 

@@ -5,9 +5,9 @@
 
 #include <cstddef>
 #include <optional>
-#include <sys/types.h>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 
 namespace mongolock {
 

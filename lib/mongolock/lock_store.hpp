@@ -51,11 +51,11 @@ struct LockSelector {
   std::optional<std::string> id = std::nullopt;
   std::optional<std::string> token = std::nullopt;
   std::optional<std::string> process = std::nullopt;
-  std::optional<ServerTime> expires_after = std::nullopt; // expires_at > this (the lease has not run out)
-  std::optional<ServerTime> hold_ends_by = std::nullopt;  // hold_until <= this (no minimum hold left)
-  std::optional<ServerTime> expired_by = std::nullopt;    // expires_at <= this (expired that long ago)
+  std::optional<ServerTime> expires_after = std::nullopt;  // expires_at > this (the lease has not run out)
+  std::optional<ServerTime> hold_ends_by = std::nullopt;   // hold_until <= this (no minimum hold left)
+  std::optional<ServerTime> expired_by = std::nullopt;     // expires_at <= this (expired that long ago)
   std::optional<ServerTime> renewed_before = std::nullopt; // renewed_at < this (a renewal never undoes a newer one)
-  bool not_released = false;                              // released_at does not exist
+  bool not_released = false;                               // released_at does not exist
 };
 
 // One waiter's place in the queue of one lock name (--wait), a document in "<collection>_queue". Field
@@ -115,16 +115,16 @@ public:
 
 // What the server says about itself, for `mongolock doctor`.
 struct ServerInfo {
-  std::string version;      // buildInfo.version
-  int max_wire_version = 0; // hello.maxWireVersion
-  std::string address;      // host:port of the selected server
-  bool tls = false;         // the connection uses TLS (the URI's tls/ssl option, implied by mongodb+srv)
-  std::string tls_ca_file;  // the URI's tlsCAFile ("" : the system's CAs)
+  std::string version;         // buildInfo.version
+  int max_wire_version = 0;    // hello.maxWireVersion
+  std::string address;         // host:port of the selected server
+  bool tls = false;            // the connection uses TLS (the URI's tls/ssl option, implied by mongodb+srv)
+  std::string tls_ca_file;     // the URI's tlsCAFile ("" : the system's CAs)
   std::string tls_certificate; // the URI's tlsCertificateKeyFile, the client certificate ("" : none)
-  std::string user;         // the authenticated user as "name@database" (connectionStatus), "" when none
-  std::string mechanism;    // the authentication mechanism: the URI's authMechanism, else the one libmongoc
-                            // negotiates from the handshake's saslSupportedMechs (SCRAM-SHA-256, else
-                            // SCRAM-SHA-1); "" without credentials
+  std::string user;            // the authenticated user as "name@database" (connectionStatus), "" when none
+  std::string mechanism;       // the authentication mechanism: the URI's authMechanism, else the one libmongoc
+                               // negotiates from the handshake's saslSupportedMechs (SCRAM-SHA-256, else
+                               // SCRAM-SHA-1); "" without credentials
 };
 
 // Time limits of the server calls after LockStore::reconnect() (ms), counted from reconnect().

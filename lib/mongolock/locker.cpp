@@ -73,8 +73,9 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
       continue;
     }
     std::optional<LockRecord> purged;
-    if (current) purged = m_store.remove_returning(LockSelector{.program = lock.program, .id = current->id,
-                                                                .expired_by = expired_by});
+    if (current)
+      purged =
+          m_store.remove_returning(LockSelector{.program = lock.program, .id = current->id, .expired_by = expired_by});
     if (current && !purged) continue; // renewed or taken over meanwhile: held
     if (purged) {
       m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", lock.program));
@@ -138,7 +139,7 @@ bool Locker::attempt_all(const std::vector<AcquireRequest>& requests, bool ensur
 Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
   for (const auto& request : requests) {
     const auto now = m_store.clock().earliest_now(); // a lock counts as free only once expired for sure
-    std::map<std::string, ServerTime> taken; // program -> when it may be taken over
+    std::map<std::string, ServerTime> taken;         // program -> when it may be taken over
     for (const auto& lock : m_store.list(request.name)) {
       if (lock.expires_at <= now - request.takeover_grace) continue;
       taken[lock.program] = lock.expires_at + request.takeover_grace;
@@ -397,7 +398,10 @@ bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
   const auto expires = server_sent + ttl;
   // renewed_before: a renewal that reaches the server after a newer one (a retried call whose first copy
   // was still on its way) matches nothing, so it cannot move the expiry back.
-  const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token, .expires_after = server_sent,
+  const LockSelector which{.program = lock.program,
+                           .id = lock.id,
+                           .token = lock.token,
+                           .expires_after = server_sent,
                            .renewed_before = server_sent};
   const bool mark = lock.mark_next && !lock.waiters;
   if (m_store.renew(which, expires, server_sent, ttl, mark) == 0) return false;

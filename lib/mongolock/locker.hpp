@@ -45,11 +45,11 @@ using Sleeper = std::function<bool(Millis)>;
 
 // The result of acquiring one or several names.
 struct AcquireOutcome {
-  std::vector<LockRecord> locks; // every lock taken, in request order; empty when not acquired
-  std::string held;              // not acquired: the name that was held
+  std::vector<LockRecord> locks;   // every lock taken, in request order; empty when not acquired
+  std::string held;                // not acquired: the name that was held
   std::vector<LockRecord> holders; // not acquired: the live documents of `held` read by the last attempt (its
                                    // slots' holders, for the message; empty when it was not read)
-  bool interrupted = false;      // not acquired: the sleeper stopped the wait
+  bool interrupted = false;        // not acquired: the sleeper stopped the wait
   // Taken from the queue: the waiter's tickets and its cursor on the wake-up events, deleted and closed
   // by leave_queue() or on destruction (run leaves once its command has started: not in the handover).
   std::unique_ptr<WaitQueue> queue;

@@ -38,7 +38,8 @@ bool selects(const LockSelector& which, const LockRecord& lock) {
          (!which.expires_after || lock.expires_at > *which.expires_after) &&
          (!which.hold_ends_by || lock.hold_until <= *which.hold_ends_by) &&
          (!which.expired_by || lock.expires_at <= *which.expired_by) &&
-         (!which.renewed_before || lock.renewed_at < *which.renewed_before) && (!which.not_released || !lock.released_at);
+         (!which.renewed_before || lock.renewed_at < *which.renewed_before) &&
+         (!which.not_released || !lock.released_at);
 }
 
 MemoryStore::MemoryStore(WriteSemantics semantics, Millis skew)
@@ -153,9 +154,8 @@ std::int64_t MemoryStore::highest_ticket() {
 }
 
 bool MemoryStore::insert_ticket(TicketRecord& ticket) {
-  const auto taken = std::any_of(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) {
-    return t.name == ticket.name && t.seq == ticket.seq;
-  });
+  const auto taken = std::any_of(m_tickets.begin(), m_tickets.end(),
+                                 [&](const TicketRecord& t) { return t.name == ticket.name && t.seq == ticket.seq; });
   if (taken) return false; // E11000 on name_1_seq_1
   ticket.id = new_id();
   m_tickets.push_back(ticket);

@@ -52,8 +52,8 @@ public:
   void ensure_indexes() override {}
   [[nodiscard]] bool insert(LockRecord& lock) override;
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
-  [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
-                                   Millis ttl, bool mark_waiters = false) override;
+  [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
+                                   bool mark_waiters = false) override;
   [[nodiscard]] std::int64_t mark_released(const LockSelector& which, ServerTime released_at,
                                            ServerTime expires_at) override;
   [[nodiscard]] std::int64_t set_fence(const LockSelector& which, std::int64_t fence) override;

@@ -1,5 +1,5 @@
-#include <mongolock/error.hpp>
 #include <mongolock/duration.hpp>
+#include <mongolock/error.hpp>
 #include <mongolock/file_read.hpp>
 #include <mongolock/metrics.hpp>
 

@@ -14,11 +14,11 @@
 #include <new>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
 #include <mutex>
 #include <signal.h>
-#include <cstdio>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -327,8 +327,7 @@ std::string connection_hint(std::string_view message) {
            "tlsCertificateKeyFilePassword for an encrypted key)";
   if (has("mismatch") || has("Host name verification failed"))
     return "the server's certificate is not valid for the host name or address in the URI";
-  if (has("certificate verify failed") || has("certificate has expired") || has("self-signed") ||
-      has("self signed"))
+  if (has("certificate verify failed") || has("certificate has expired") || has("self-signed") || has("self signed"))
     return "the server's certificate is not trusted (check tlsCAFile: the CA that signed it)";
   if (has("TLS handshake timed out") || has("TLS handshake failed"))
     return "the TLS handshake failed (a port that does not speak TLS, with tls=true?)";
@@ -380,7 +379,8 @@ bool cap_timeout(DeadlineStream* s, std::int32_t& timeout_ms) {
     errno = ETIMEDOUT;
     return false;
   }
-  if (timeout_ms < 0 || timeout_ms > left) timeout_ms = static_cast<std::int32_t>(std::min<Millis::rep>(left, INT32_MAX));
+  if (timeout_ms < 0 || timeout_ms > left)
+    timeout_ms = static_cast<std::int32_t>(std::min<Millis::rep>(left, INT32_MAX));
   return true;
 }
 
@@ -529,15 +529,15 @@ struct MongoStore::Impl {
 
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
     failed = true;
-    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, namespace_name, driver_text(error),
-                                        hint_suffix(error)));
+    throw unavailable_error(
+        fmt::format("{} on {} failed: {}{}", what, namespace_name, driver_text(error), hint_suffix(error)));
   }
 
   // For server commands that concern no collection (hello, buildInfo).
   [[noreturn]] void fail_server(std::string_view what, const bson_error_t& error) const {
     failed = true;
-    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, redact_uri(config.uri), driver_text(error),
-                                        hint_suffix(error)));
+    throw unavailable_error(
+        fmt::format("{} on {} failed: {}{}", what, redact_uri(config.uri), driver_text(error), hint_suffix(error)));
   }
 
   // "; <what it most likely means>" for a TLS or authentication error, else "".
@@ -860,9 +860,8 @@ ServerInfo MongoStore::server_info() {
   bson_iter_t first;
   if (mongoc_client_command_simple(impl.client.get(), "admin", status.get(), nullptr, status_reply.get(), &error) &&
       bson_iter_init_find(&it, status_reply.get(), "authInfo") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-      bson_iter_recurse(&it, &users) && bson_iter_find(&users, "authenticatedUsers") &&
-      BSON_ITER_HOLDS_ARRAY(&users) && bson_iter_recurse(&users, &first) && bson_iter_next(&first) &&
-      BSON_ITER_HOLDS_DOCUMENT(&first)) {
+      bson_iter_recurse(&it, &users) && bson_iter_find(&users, "authenticatedUsers") && BSON_ITER_HOLDS_ARRAY(&users) &&
+      bson_iter_recurse(&users, &first) && bson_iter_next(&first) && BSON_ITER_HOLDS_DOCUMENT(&first)) {
     bson_iter_t field;
     std::string name;
     std::string db;

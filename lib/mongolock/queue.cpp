@@ -67,12 +67,11 @@ bool WaitQueue::keep_alive() {
     // as dead (on servers whose writes read then write, the delete can follow the renewal's write): it does
     // not count, so no two waiters can both believe they are first.
     if (!renewed || answered > answer_limit()) {
-      m_log.warning(fmt::format("the queue ticket of '{}' was lost ({}); joining the queue again, at its back",
-                                ticket.name,
-                                renewed ? fmt::format("its renewal took {}, over {}", format_duration(answered),
-                                                      format_duration(answer_limit()))
-                                        : fmt::format("this process stalled longer than its {} lease",
-                                                      format_duration(m_timing.ticket_lease))));
+      m_log.warning(fmt::format(
+          "the queue ticket of '{}' was lost ({}); joining the queue again, at its back", ticket.name,
+          renewed
+              ? fmt::format("its renewal took {}, over {}", format_duration(answered), format_duration(answer_limit()))
+              : fmt::format("this process stalled longer than its {} lease", format_duration(m_timing.ticket_lease))));
       const auto names = m_names;
       join(names, m_process);
       return false;

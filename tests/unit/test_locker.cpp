@@ -56,10 +56,12 @@ TEST_CASE("An expired lock is taken over only after the takeover grace, and only
   REQUIRE(held);
   // Expired 1 s ago: within the 2 s grace, still held.
   auto doc = store.documents().at("job");
-  REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 1s, doc.renewed_at, 30s) == 1);
+  REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 1s, doc.renewed_at, 30s) ==
+          1);
   CHECK_FALSE(locker.try_acquire(request("job", "b:2")));
   // Expired 3 s ago: taken over.
-  REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 3s, doc.renewed_at, 30s) == 1);
+  REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 3s, doc.renewed_at, 30s) ==
+          1);
   const auto taken = locker.try_acquire(request("job", "b:2"));
   REQUIRE(taken);
   CHECK(taken->process == "b:2");
