@@ -89,12 +89,14 @@ struct TakeTexts {
   Text ttl;
   Text wait;
   Text min_hold;
+  Text splay;
   bool fence = false;
   int slots = 1;
   bool no_push = false;
 };
 
 struct RunTexts {
+  Text once_per;
   bool no_history = false;
   std::int64_t history_keep = HistoryPolicy{}.keep;
   std::string history_max_age = "30d";
@@ -133,6 +135,7 @@ TakeOptions take_options(const TakeTexts& texts) {
   take.fence = texts.fence;
   take.slots = texts.slots;
   take.push = !texts.no_push;
+  take.splay = duration_or(texts.splay, "--splay", Millis(0));
   return take;
 }
 
@@ -148,6 +151,9 @@ void add_take_options(CLI::App* cmd, TakeTexts& texts) {
       ->capture_default_str()
       ->type_name("N");
   add_flag(cmd, "--no-push", texts.no_push, "With --wait: poll only, without push wake-ups on release");
+  add_option(cmd, "--splay", texts.splay,
+             "First wait an offset in [0, DUR) fixed per host and name, to spread a fleet's cron runs")
+      ->type_name("DUR");
 }
 
 // The URI given with --uri (or MONGOLOCK_URI), found before parsing so that even a parse error cannot
@@ -361,6 +367,9 @@ int run_cli(std::vector<std::string> args, Log& log) {
                  "Start the command with no_new_privs: setuid programs gain nothing, so it stays killable")
       ->envname("MONGOLOCK_NO_NEW_PRIVS");
   add_take_options(run_cmd, run_take);
+  add_option(run_cmd, "--once-per", run_texts.once_per,
+             "Do not run (exit 0) when a run of the names succeeded on any host within DUR")
+      ->type_name("DUR");
   add_flag(run_cmd, "--no-history", run_texts.no_history, "Do not record this run in the run history");
   add_option(run_cmd, "--history-keep", run_texts.history_keep, "Run history: keep at most N runs per name")
       ->capture_default_str()
@@ -502,6 +511,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
                   : run_texts.on_lost == "ignore" ? OnLost::ignore
                                                   : OnLost::term;
     run.take = take_options(run_take);
+    run.once_per = optional_duration(run_texts.once_per, "--once-per");
     run.history.enabled = !run_texts.no_history;
     run.history.keep = run_texts.history_keep;
     run.history.max_age = parse_duration(run_texts.history_max_age, "--history-max-age");

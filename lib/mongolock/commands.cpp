@@ -6,6 +6,7 @@
 #include <mongolock/metrics.hpp>
 #include <mongolock/process.hpp>
 #include <mongolock/report.hpp>
+#include <mongolock/schedule.hpp>
 #include <mongolock/text.hpp>
 #include <mongolock/token.hpp>
 #include <mongolock/uri.hpp>
@@ -39,6 +40,10 @@ std::string caller_identity(const std::optional<std::string>& override_process) 
 void validate_take(const TakeOptions& take) {
   if (take.slots < 1 || take.slots > k_max_slots) {
     throw usage_error(fmt::format("--slots {} is out of range; give 1 to {}", take.slots, k_max_slots));
+  }
+  if (take.splay > k_max_splay) {
+    throw usage_error(fmt::format("--splay {} is too long; give at most {}", format_duration(take.splay),
+                                  format_duration(k_max_splay)));
   }
 }
 
@@ -158,6 +163,18 @@ bool sleep_unless_signalled(Millis pause) {
   return !signo;
 }
 
+// --splay: sleeps this host's offset for `names` (-v prints it) and shortens `wait` by it, so that a --wait
+// deadline counts from the start. Returns false when a forwarded signal ended the sleep (raised again:
+// pending, as sleep_unless_signalled() leaves it).
+bool splay_before_acquiring(Millis splay, const std::vector<std::string>& names, std::optional<Millis>& wait,
+                            const Log& log) {
+  if (splay <= Millis(0)) return true;
+  const auto offset = splay_offset(host_name(), names, splay);
+  log.debugf("--splay {}: this host starts {} late", format_duration(splay), format_duration(offset));
+  if (wait && *wait != k_wait_forever) wait = std::max(Millis(0), *wait - offset);
+  return offset <= Millis(0) || sleep_unless_signalled(offset);
+}
+
 std::string command_name(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -216,7 +233,20 @@ class RunRecorder {
 public:
   RunRecorder(const GlobalOptions& global, const RunOptions& options, std::vector<std::string> names, const Log& log)
       : m_options(options), m_names(std::move(names)), m_log(log),
-        m_command(recorded_command(options.command, global.store.uri)), m_began(LeaseClock::now()) {}
+        m_command(recorded_command(options.command, global.store.uri)), m_began(LeaseClock::now()) {
+    for (std::size_t i = 0; i < m_names.size(); ++i)
+      m_ids.push_back(make_object_id());
+  }
+
+  // MONGOLOCK_RUN_ID: the history record ids of `locks`' names, one line each (as MONGOLOCK_TOKEN).
+  [[nodiscard]] std::string run_id(const std::vector<LockRecord>& locks) const {
+    std::string out;
+    for (const auto& lock : locks) {
+      const auto at = std::find(m_names.begin(), m_names.end(), lock.name);
+      if (at != m_names.end()) out += (out.empty() ? "" : "\n") + m_ids[static_cast<std::size_t>(at - m_names.begin())];
+    }
+    return out;
+  }
 
   // The locks were taken: the wait ends now.
   void acquired(const std::vector<LockRecord>& locks) {
@@ -269,8 +299,10 @@ private:
                                        : std::chrono::time_point_cast<Millis>(std::chrono::system_clock::now());
     std::vector<RunRecord> runs;
     std::vector<RunMetrics> metrics;
-    for (const auto& name : m_names) {
+    for (std::size_t i = 0; i < m_names.size(); ++i) {
+      const auto& name = m_names[i];
       RunRecord run;
+      run.id = m_ids[i];
       run.name = name;
       run.process = holder_identity(getpid());
       run.host = host_name();
@@ -311,6 +343,7 @@ private:
 
   const RunOptions& m_options;
   std::vector<std::string> m_names;
+  std::vector<std::string> m_ids; // each name's history record _id
   const Log& m_log;
   std::vector<std::string> m_command;
   LocalTime m_began;
@@ -340,12 +373,15 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   // killing the process: its queue ticket is deleted (not left to expire) and the exit status is
   // 128 + the signal, as for a waiting run. Blocked from here on, so none is lost in between.
   std::optional<SignalBlock> signals;
-  if (options.take.wait) signals.emplace();
+  if (options.take.wait || options.take.splay > Millis(0)) signals.emplace();
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  auto outcome =
-      locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
-                         WaitPolicy{.wait = options.take.wait, .push = options.take.push}, sleep_unless_signalled);
+  auto wait = options.take.wait;
+  AcquireOutcome outcome;
+  if (splay_before_acquiring(options.take.splay, {options.name}, wait, log)) {
+    outcome = locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
+                                 WaitPolicy{.wait = wait, .push = options.take.push}, sleep_unless_signalled);
+  }
   if (signals) {
     if (const auto signo = take_forwarded_signal(Millis(0))) {
       log.info(fmt::format("received SIG{} while waiting for lock '{}'{}", sigabbrev_np(*signo), options.name,
@@ -415,6 +451,31 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
 
 namespace {
 
+// run --once-per, decided while holding every lock of the run (so no two hosts both decide to run): when
+// a run of each name succeeded (outcome ok, on any host) within `period` before now (server clock), the
+// line to print ("'report' succeeded on web1 3h12m ago (--once-per 23h); not run", naming the name whose
+// last success is oldest); nullopt when the command is due. One find per name on the runs collection
+// (at most the history's runs of the period). Throws Error (69) when the server fails: the caller
+// releases the locks.
+std::optional<std::string> succeeded_within(LockStore& store, const std::vector<LockRecord>& locks, Millis period) {
+  const auto now = store.clock().now();
+  std::optional<RunRecord> oldest;
+  for (const auto& lock : locks) {
+    std::optional<RunRecord> newest;
+    for (auto& run : store.runs(lock.name, now - period, k_max_history_keep)) {
+      if (run.outcome == outcome_name(Outcome::ok)) {
+        newest = std::move(run);
+        break; // newest first
+      }
+    }
+    if (!newest) return std::nullopt;
+    if (!oldest || newest->ended_at < oldest->ended_at) oldest = std::move(newest);
+  }
+  return fmt::format("'{}' succeeded on {} {} ago (--once-per {}); not run", printable(oldest->name),
+                     printable(oldest->host), format_duration(std::max(Millis(0), now - oldest->ended_at)),
+                     format_duration(period));
+}
+
 // run_command() after the options were checked: every way out goes through `recorder`.
 int run_checked(const GlobalOptions& global, const RunOptions& options, const std::vector<std::string>& names,
                 const RunPolicy& policy, const SignalBlock& signals, RunRecorder& recorder, Log& log) {
@@ -432,8 +493,13 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
     request.command = printable(command_name(options.command.front())); // shown by status and list
     requests.push_back(std::move(request));
   }
-  auto outcome = locker.acquire_all(requests, WaitPolicy{.wait = options.take.wait, .push = options.take.push},
-                                    sleep_unless_signalled);
+  auto wait = options.take.wait;
+  AcquireOutcome outcome;
+  if (splay_before_acquiring(options.take.splay, names, wait, log)) {
+    outcome = locker.acquire_all(requests, WaitPolicy{.wait = wait, .push = options.take.push}, sleep_unless_signalled);
+  } else {
+    outcome.interrupted = true;
+  }
   if (outcome.locks.empty() && !outcome.interrupted) {
     std::string held_by;
     const auto code = report_held(global, locker, outcome, log, &held_by);
@@ -454,12 +520,29 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
                            std::nullopt, *signo);
   }
 
+  if (options.once_per) {
+    std::optional<std::string> done;
+    try {
+      done = succeeded_within(store, locks, *options.once_per);
+    } catch (const Error&) {
+      release_after_run(locker, locks, log); // nothing ran: give the locks back, then fail (69)
+      throw;
+    }
+    if (done) {
+      log.info(*done);
+      release_after_run(locker, locks, log);
+      return recorder.finish(&store, Outcome::not_due, k_exit_ok);
+    }
+  }
+
   // Every MONGOLOCK_* variable describes this run: stale ones inherited from an outer run are replaced or
   // removed.
   std::vector<std::pair<std::string, std::string>> env{
       {"MONGOLOCK_NAME", join(locks, [](const LockRecord& l) { return l.name; })},
       {"MONGOLOCK_TOKEN", join(locks, [](const LockRecord& l) { return l.token; })},
-      {"MONGOLOCK_PROCESS", locks.front().process}};
+      {"MONGOLOCK_PROCESS", locks.front().process},
+      {"MONGOLOCK_HOLDER", locks.front().process},
+      {"MONGOLOCK_RUN_ID", options.history.enabled ? recorder.run_id(locks) : std::string()}};
   const auto fences = join(locks, [](const LockRecord& l) { return l.fence ? fmt::format("{}", *l.fence) : ""; });
   const auto slots = join(locks, [](const LockRecord& l) { return l.slot > 0 ? fmt::format("{}", l.slot) : ""; });
   env.emplace_back("MONGOLOCK_FENCE", options.take.fence ? fences : std::string());
@@ -560,6 +643,9 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
   }
   validate_take(options.take);
   validate_history_policy(options.history);
+  if (options.once_per && !options.history.enabled) {
+    throw usage_error("--once-per reads the run history, which --no-history turns off; drop one of them");
+  }
   if (options.metrics_file) validate_metrics_path(*options.metrics_file);
   const RunPolicy policy{
       make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline),

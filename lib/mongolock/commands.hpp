@@ -31,6 +31,7 @@ struct TakeOptions {
   bool fence = false;         // --fence: allocate a fencing token
   int slots = 1;              // --slots N: up to N holders share the name
   bool push = true;           // --no-push: a waiter polls, without push wake-ups (tests; servers that cannot tail)
+  Millis splay{0};            // --splay: first wait this host's offset in [0, splay) (schedule.hpp); 0: none
 };
 
 struct AcquireOptions {
@@ -68,6 +69,7 @@ struct RunOptions {
   std::optional<std::string> metrics_file; // --metrics-file: Prometheus textfile updated after the run
   int lost_exit_code = k_exit_lease_lost;  // --lost-exit-code: exit code when the lease was lost (0..255)
   bool no_new_privs = false;               // --no-new-privs: the command starts with PR_SET_NO_NEW_PRIVS
+  std::optional<Millis> once_per; // --once-per: not run when a run of every name succeeded within this period
 };
 
 struct StatusOptions {

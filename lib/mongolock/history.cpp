@@ -49,6 +49,8 @@ std::string_view outcome_name(Outcome outcome) {
     return "not-executable";
   case Outcome::skipped:
     return "skipped";
+  case Outcome::not_due:
+    return "not-due";
   case Outcome::error:
     return "error";
   }
@@ -58,7 +60,7 @@ std::string_view outcome_name(Outcome outcome) {
 const std::vector<Outcome>& all_outcomes() {
   static const std::vector<Outcome> k_all{Outcome::ok,         Outcome::failed,         Outcome::timeout,
                                           Outcome::lease_lost, Outcome::not_executable, Outcome::skipped,
-                                          Outcome::error};
+                                          Outcome::not_due,    Outcome::error};
   return k_all;
 }
 
@@ -120,6 +122,8 @@ HistorySummary summarize(const std::vector<RunRecord>& runs) {
       ++summary.ok;
     } else if (run.outcome == outcome_name(Outcome::skipped)) {
       ++summary.skipped;
+    } else if (run.outcome == outcome_name(Outcome::not_due)) {
+      ++summary.not_due;
     } else {
       ++summary.failures;
     }

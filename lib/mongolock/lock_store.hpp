@@ -80,12 +80,13 @@ struct RunRecord {
   std::string user;                     // [user] the run's user name
   std::vector<std::string> command;     // [command] argv: redacted and bounded (recorded_command())
   std::optional<ServerTime> started_at; // [started_at] server clock, UTC: when the command started; unset when
-                                        // it never started (skipped, not-executable, interrupted)
+                                        // it never started (skipped, not-executable, not-due, interrupted)
   ServerTime ended_at{};                // [ended_at] server clock, UTC: when the whole job had ended, or when
                                         // the run gave up
   std::optional<Millis> duration;       // [duration_ms] ended_at - started_at, milliseconds; unset with started_at
   Millis waited{0};                     // [waited_ms] time spent waiting for the lock (--wait), milliseconds
-  std::string outcome;                  // [outcome] ok, failed, timeout, lease-lost, not-executable, skipped
+  std::string outcome;                  // [outcome] ok, failed, timeout, lease-lost, not-executable, skipped,
+                                        // not-due
                                         // (history.hpp: outcome_name()); as stored, maybe another client's text
   int exit_code = 0;                    // [exit_code] mongolock's exit status for this run
   std::string signal;                   // [signal] the signal that ended the command, e.g. "TERM"; "" when none

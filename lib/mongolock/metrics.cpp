@@ -178,7 +178,7 @@ std::string metrics_text(const std::string& previous, const std::vector<RunMetri
   for (const auto& run : runs) {
     auto& series = all[run.name];
     series.runs_total[std::string(outcome_name(run.outcome))] += 1;
-    if (run.outcome == Outcome::skipped) continue;
+    if (run.outcome == Outcome::skipped || run.outcome == Outcome::not_due) continue;
     series.last_run_timestamp = run.ended_at;
     series.last_run_duration = run.duration.value_or(0);
     series.last_run_exit_code = run.exit_code;

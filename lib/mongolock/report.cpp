@@ -255,6 +255,7 @@ std::string history_text(const std::vector<RunRecord>& runs, const std::optional
   const auto summary = summarize(runs);
   out += fmt::format("{} run{}: {} ok, {} failed, {} skipped", summary.runs, summary.runs == 1 ? "" : "s", summary.ok,
                      summary.failures, summary.skipped);
+  if (summary.not_due > 0) out += fmt::format(", {} not due", summary.not_due);
   if (summary.median_duration) {
     out += fmt::format("; duration median {}, max {}", format_duration(*summary.median_duration),
                        format_duration(*summary.max_duration));
@@ -274,6 +275,7 @@ std::string history_json(const std::vector<RunRecord>& runs) {
   sum["ok"] = summary.ok;
   sum["failures"] = summary.failures;
   sum["skipped"] = summary.skipped;
+  sum["not_due"] = summary.not_due;
   sum["median_duration_ms"] = summary.median_duration ? Json(summary.median_duration->count()) : Json(nullptr);
   sum["max_duration_ms"] = summary.max_duration ? Json(summary.max_duration->count()) : Json(nullptr);
   j["summary"] = sum;

@@ -139,7 +139,7 @@ history_json_shape() {
   name=$(lock_name)
   expect_exit 0 -- ml history "$name" --json
   assert_eq "$(json "$OUT" 'd')" \
-    '{"runs": [], "summary": {"runs": 0, "ok": 0, "failures": 0, "skipped": 0, "median_duration_ms": null, "max_duration_ms": null}}' \
+    '{"runs": [], "summary": {"runs": 0, "ok": 0, "failures": 0, "skipped": 0, "not_due": 0, "median_duration_ms": null, "max_duration_ms": null}}' \
     "history --json without runs"
   expect_exit 0 -- ml run "$name" --fence -- sleep 0.1
   expect_exit 1 -- ml run "$name" -- sh -c 'sleep 0.3; exit 1'
@@ -350,7 +350,7 @@ def value(metric, **labels):
     found = [s.value for f in families.values() for s in f.samples if s.name == metric and s.labels == labels]
     assert len(found) == 1, (metric, labels, found)
     return found[0]
-expected = {"ok": 1, "failed": 1, "skipped": 1, "timeout": 0, "lease-lost": 0, "not-executable": 0, "error": 1}
+expected = {"ok": 1, "failed": 1, "skipped": 1, "timeout": 0, "lease-lost": 0, "not-executable": 0, "not-due": 0, "error": 1}
 for outcome, n in expected.items():
     assert value("mongolock_runs_total", name=name, outcome=outcome) == n, (outcome, n)
 assert value("mongolock_runs_total", name=other, outcome="ok") == 1

@@ -16,7 +16,7 @@ TEST_CASE("Outcomes have the documented names") {
   for (const auto outcome : all_outcomes())
     names.emplace_back(outcome_name(outcome));
   CHECK(names ==
-        std::vector<std::string>{"ok", "failed", "timeout", "lease-lost", "not-executable", "skipped", "error"});
+        std::vector<std::string>{"ok", "failed", "timeout", "lease-lost", "not-executable", "skipped", "not-due", "error"});
 }
 
 TEST_CASE("The recorded command is redacted and bounded") {

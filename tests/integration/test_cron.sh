@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Cron across a fleet (issue 17): --splay (an offset per host and name, the same every time, spread across
+# hosts and names; a --wait deadline counts from the start; a signal during it ends the run before any
+# server write), --once-per (not run when a run of every name succeeded on any host within the period,
+# decided while holding the lock; recorded as not-due), and the job's MONGOLOCK_HOLDER / MONGOLOCK_RUN_ID.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+export MONGOLOCK_HISTORY_PURGE_EVERY=1000000000 # no random purges: the cases count records
+
+# runs NAME: the stored runs of NAME, newest first, as JSON in $T/runs.
+runs() { python3 "$ITEST_DIR/mongo.py" runs "$@" >"$T/runs" || fail "cannot read the run history"; }
+# The outcomes of $T/runs, newest first, space separated.
+outcomes() { json "$T/runs" '" ".join(r["outcome"] for r in d)'; }
+
+# offset_of FILE: the offset in ms that `-v ... --splay` printed ("this host starts 1.234s late").
+offset_of() {
+  local text
+  text=$(sed -n 's/.*: this host starts \(.*\) late$/\1/p' "$1")
+  [[ -n $text ]] || fail "no splay offset in $(tr '\n' ' ' <"$1")"
+  dur_ms "$text"
+}
+
+splay_is_stable_per_host_and_name() {
+  local name first second other_host offsets=() pids=() i
+  name=$(lock_name)
+  expect_exit 0 -- ml -v run "$name" --splay 2s -- true
+  first=$(offset_of "$ERR")
+  ((first >= 0 && first < 2000)) || fail "offset $first ms is outside [0, 2000)"
+  expect_exit 0 -- ml -v run "$name" --splay 2s -- true
+  second=$(offset_of "$ERR")
+  assert_eq "$second" "$first" "the offset of a second run on this host"
+  # acquire uses the same offset as run for the same host and name.
+  expect_exit 0 -- ml -v acquire "$name" --splay 2s --process "$HOST:77"
+  assert_eq "$(offset_of "$ERR")" "$first" "acquire's offset"
+  ml release "$name" --process "$HOST:77"
+  # Other names spread: 8 names in a 1 h splay get 8 different offsets (dry: the lock is held by nobody,
+  # so each run is killed during its splay, before any server write).
+  for i in 1 2 3 4 5 6 7 8; do
+    start_bg "s$i" "$MONGOLOCK_BIN" -v run "$name-$i" --splay 1h -- true
+    pids[i]=$BG_PID
+  done
+  for i in 1 2 3 4 5 6 7 8; do
+    wait_until 5 grep -q "late$" "$T/s$i.err" || fail "run $i printed no offset"
+    offsets+=("$(offset_of "$T/s$i.err")")
+    kill -TERM "${pids[i]}"
+    expect_bg_exit 143 "${pids[i]}" "s$i"
+  done
+  assert_eq "$(printf '%s\n' "${offsets[@]}" | sort -u | wc -l)" 8 "distinct offsets of 8 names"
+  # Another host gets another offset for the same name (its own UTS namespace).
+  unshare --uts true 2>/dev/null || skip "another host needs its own UTS namespace (unshare --uts, root)"
+  other_host=$(unshare --uts sh -c 'hostname host-b && exec "$0" -v run "$1" --splay 1h -- true 2>&1 &
+    pid=$!; sleep 1; kill -TERM $pid; wait $pid; exit 0' "$MONGOLOCK_BIN" "$name")
+  printf '%s\n' "$other_host" >"$T/other"
+  local here
+  start_bg here "$MONGOLOCK_BIN" -v run "$name" --splay 1h -- true
+  wait_until 5 grep -q "late$" "$T/here.err" || fail "no offset printed"
+  here=$(offset_of "$T/here.err")
+  kill -TERM "$BG_PID"
+  expect_bg_exit 143 "$BG_PID" here
+  [[ $(offset_of "$T/other") != "$here" ]] || fail "host-b and $HOST got the same offset $here ms for '$name'"
+}
+
+# A signal during the splay: 128+N, nothing taken, the run recorded as skipped.
+signal_during_splay() {
+  local name
+  name=$(lock_name)
+  start_bg r "$MONGOLOCK_BIN" run "$name" --splay 1h -- touch "$T/ran"
+  sleep 0.5
+  kill -TERM "$BG_PID"
+  expect_bg_exit 143 "$BG_PID" r
+  [[ ! -e $T/ran ]] || fail "the command ran"
+  assert_free "$name"
+  runs "$name"
+  assert_eq "$(outcomes)" "skipped" "outcomes"
+}
+
+# --wait counts from the start: with a held lock, --splay S --wait W ends about max(offset, W) after the
+# start, not offset + W.
+wait_counts_from_the_start() {
+  local name offset start elapsed
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOST:4242" >/dev/null
+  # Find a splay whose offset is at least 2 s for this name on this host.
+  expect_exit 75 -- ml -v run "$name" --splay 4s -- true
+  offset=$(offset_of "$ERR")
+  start=$(now_ms)
+  expect_exit 75 -- ml run "$name" --splay 4s --wait "${offset}ms" -- true
+  elapsed=$(($(now_ms) - start))
+  # offset + the wait would be 2 * offset; from the start it is the offset (and the attempts' round trips).
+  ((elapsed < offset + 1500)) || fail "--wait ${offset}ms after a ${offset} ms splay took $elapsed ms (should count from the start)"
+  ((elapsed >= offset)) || fail "took $elapsed ms, less than the $offset ms splay"
+}
+
+once_per_skips_after_a_success() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml run "$name" --once-per 1h -- sh -c 'echo 1 >>"$1"' _ "$T/count"
+  expect_exit 0 -- ml run "$name" --once-per 1h -- sh -c 'echo 2 >>"$1"' _ "$T/count"
+  assert_matches "$ERR" "^mongolock: '$name' succeeded on $HOST [0-9.]+m?s ago \(--once-per 1h\); not run$"
+  assert_eq "$(wc -l <"$T/count")" 1 "times the command ran"
+  assert_free "$name"
+  # -q: nothing printed.
+  expect_exit 0 -- ml -q run "$name" --once-per 1h -- sh -c 'echo 3 >>"$1"' _ "$T/count"
+  assert_empty "$ERR"
+  assert_eq "$(wc -l <"$T/count")" 1 "times the command ran"
+  runs "$name"
+  assert_eq "$(outcomes)" "not-due not-due ok" "outcomes, newest first"
+  expect_exit 0 -- ml history "$name"
+  assert_contains "$OUT" "3 runs: 1 ok, 0 failed, 0 skipped, 2 not due"
+  expect_exit 0 -- ml history "$name" --json
+  assert_eq "$(json "$OUT" 'd["summary"]["not_due"]')" 2 "summary.not_due"
+  # Metrics: a not-due run counts under its outcome and leaves the last run's gauges alone.
+  expect_exit 0 -- ml run "$name" --once-per 1h --metrics-file "$T/m.prom" -- true
+  assert_contains "$T/m.prom" "mongolock_runs_total{name=\"$name\",outcome=\"not-due\"} 1"
+  assert_not_contains "$T/m.prom" "mongolock_last_run_timestamp_seconds{name=\"$name\"}"
+  # A shorter period than the age of the success: due again.
+  sleep 1.2
+  expect_exit 0 -- ml run "$name" --once-per 1s -- sh -c 'echo 4 >>"$1"' _ "$T/count"
+  assert_eq "$(wc -l <"$T/count")" 2 "times the command ran"
+}
+
+# Only a success counts, and a success on any host does.
+once_per_counts_successes_on_any_host() {
+  local name now
+  name=$(lock_name)
+  expect_exit 3 -- ml run "$name" --once-per 1h -- sh -c 'exit 3'
+  expect_exit 0 -- ml run "$name" --once-per 1h -- sh -c 'echo ran >"$1"' _ "$T/after-failure"
+  [[ -e $T/after-failure ]] || fail "a failed run kept the next one from running"
+  # web9's success, 2 h ago and 10 min ago.
+  local other
+  other=$(lock_name other)
+  now=$(server_now_ms)
+  python3 "$ITEST_DIR/mongo.py" insert-run name="$other" host=web9 process=web9:1 outcome=ok exit_code:int=0 \
+    ended_at:date=$((now - 600000)) started_at:date=$((now - 660000))
+  expect_exit 0 -- ml run "$other" --once-per 1h -- touch "$T/other-ran"
+  [[ ! -e $T/other-ran ]] || fail "ran although web9 succeeded 10 minutes ago"
+  assert_matches "$ERR" "succeeded on web9 1[0-9]m([0-9]+s)? ago"
+  expect_exit 0 -- ml run "$other" --once-per 5m -- touch "$T/other-ran"
+  [[ -e $T/other-ran ]] || fail "did not run although the last success is older than 5 minutes"
+  # Several names: due when any of them has no recent success.
+  expect_exit 0 -- ml run "$name" "$other" --once-per 1h -- touch "$T/both"
+  [[ ! -e $T/both ]] || fail "ran although both names succeeded within the hour"
+  local third
+  third=$(lock_name third)
+  expect_exit 0 -- ml run "$name" "$third" --once-per 1h -- touch "$T/with-third"
+  [[ -e $T/with-third ]] || fail "did not run although '$third' never succeeded"
+}
+
+# Eight hosts' runs at once with --wait and --once-per: exactly one runs the command (the decision is
+# made holding the lock).
+once_per_decides_under_the_lock() {
+  local name i ran pids=()
+  name=$(lock_name)
+  for i in 1 2 3 4 5 6 7 8; do
+    start_bg "w$i" "$MONGOLOCK_BIN" run "$name" --wait 60s --once-per 1h -- \
+      sh -c 'echo "$1" >>"$2"; sleep 0.3' _ "$i" "$T/ran"
+    pids[i]=$BG_PID
+  done
+  for i in 1 2 3 4 5 6 7 8; do
+    expect_bg_exit 0 "${pids[i]}" "w$i"
+  done
+  ran=$(wc -l <"$T/ran")
+  assert_eq "$ran" 1 "commands run by 8 concurrent --once-per runs"
+  runs "$name"
+  assert_eq "$(json "$T/runs" '" ".join(sorted(r["outcome"] for r in d))')" \
+    "not-due not-due not-due not-due not-due not-due not-due ok" "outcomes"
+}
+
+job_knows_its_lock() {
+  local a b
+  a=$(lock_name a)
+  b=$(lock_name b)
+  expect_exit 0 -- ml run "$b" "$a" -- sh -c 'printf "%s|%s|%s\n" "$MONGOLOCK_NAME" "$MONGOLOCK_HOLDER" "$MONGOLOCK_RUN_ID"'
+  cp "$OUT" "$T/env"
+  json_ids() { json "$T/runs" 'd[0]["_id"]'; }
+  runs "$a"
+  local id_a id_b
+  id_a=$(json_ids)
+  runs "$b"
+  id_b=$(json_ids)
+  [[ $id_a =~ ^[0-9a-f]{24}$ ]] || fail "run id '$id_a' is not an ObjectId"
+  # One line per name, in the sorted order of the names (as MONGOLOCK_NAME and MONGOLOCK_TOKEN).
+  expect_exit 0 -- ml run "$a" -- sh -c 'printf "%s" "$MONGOLOCK_RUN_ID"'
+  cp "$OUT" "$T/single"
+  runs "$a"
+  assert_eq "$(cat "$T/single")" "$(json "$T/runs" 'd[0]["_id"]')" "MONGOLOCK_RUN_ID of a one-name run"
+  local expected
+  expected=$(printf '%s\n%s|%s|%s\n%s' "$a" "$b" "$HOST:" "$id_a" "$id_b")
+  # The holder is mongolock's host:pid; compare its host part.
+  sed -i "s/|$HOST:[0-9]*|/|$HOST:|/" "$T/env"
+  assert_eq "$(cat "$T/env")" "$expected" "MONGOLOCK_NAME|MONGOLOCK_HOLDER|MONGOLOCK_RUN_ID"
+  # --no-history: no record, so no run id.
+  expect_exit 0 -- ml run "$a" --no-history -- sh -c 'printf "[%s]" "${MONGOLOCK_RUN_ID-unset}"'
+  cp "$OUT" "$T/none"
+  assert_eq "$(cat "$T/none")" "[unset]" "MONGOLOCK_RUN_ID with --no-history"
+}
+
+bad_values() {
+  local name
+  name=$(lock_name)
+  expect_exit 64 -- ml run "$name" --splay 2d -- true
+  assert_error_line "--splay 2d is too long; give at most 1d"
+  expect_exit 64 -- ml acquire "$name" --splay soon
+  assert_error_line "invalid --splay 'soon'"
+  expect_exit 64 -- ml run "$name" --once-per 0s -- true
+  assert_error_line "invalid --once-per '0s': must be at least 1ms"
+  expect_exit 64 -- ml run "$name" --once-per 1h --no-history -- true
+  assert_error_line "--once-per reads the run history, which --no-history turns off"
+  MONGOLOCK_ONCE_PER=nope expect_exit 64 -- ml run "$name" -- true
+  assert_error_line "invalid --once-per 'nope'"
+  assert_free "$name"
+}
+
+run_case "--splay: the same offset every run of a host and name, spread across names and hosts" splay_is_stable_per_host_and_name
+run_case "a signal during the splay ends the run before it takes anything" signal_during_splay
+run_case "--splay with --wait: the deadline counts from the start" wait_counts_from_the_start
+run_case "--once-per: not run after a recent success (exit 0, one line, -q silent), recorded as not-due" once_per_skips_after_a_success
+run_case "--once-per: only successes count, on any host; several names need all" once_per_counts_successes_on_any_host
+run_case "--once-per: 8 concurrent runs, one command" once_per_decides_under_the_lock
+run_case "the job gets MONGOLOCK_NAME, MONGOLOCK_HOLDER and MONGOLOCK_RUN_ID" job_knows_its_lock
+run_case "bad --splay and --once-per values: 64 with one line" bad_values
+finish
