@@ -6,6 +6,7 @@
 #include <mongolock/duration.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/file_read.hpp>
+#include <mongolock/orphan.hpp>
 #include <mongolock/process.hpp>
 #include <mongolock/text.hpp>
 #include <mongolock/uri.hpp>
@@ -545,6 +546,10 @@ int cli_main(int argc, char** argv) {
   reset_inherited_signals(); // SIGCHLD default, job control unblocked: before anything can fork
   std::vector<std::string> args(argv + 1, argv + argc);
   Log log(Verbosity::normal, uri_in_arguments(args));
+  if (args.size() == 2 && args[0] == k_release_orphaned_command) {
+    // Executed by a run's guardian after mongolock died (orphan.hpp); not a command for users.
+    return guarded_main(log, [&] { return release_orphaned(args[1], log); });
+  }
   return guarded_main(log, [&] { return run_cli(std::move(args), log); });
 }
 

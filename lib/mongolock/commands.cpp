@@ -4,6 +4,7 @@
 #include <mongolock/lock_name.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/metrics.hpp>
+#include <mongolock/orphan.hpp>
 #include <mongolock/process.hpp>
 #include <mongolock/report.hpp>
 #include <mongolock/schedule.hpp>
@@ -555,6 +556,7 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   // by the guardian before it forks, and by the command's process before exec), whatever --on-lost says.
   spec.start_by = lease_deadline(store, locks, policy.lease);
   spec.no_new_privs = options.no_new_privs;
+  spec.orphan_request = encode_orphan_request(OrphanRequest{.store = config, .locks = locks, .holder_pid = getpid()});
   if (policy.on_lost != OnLost::ignore) {
     // The guardian's watchdog: armed from the start with the acquisition's deadline.
     spec.deadline = spec.start_by;

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <limits>
 #include <poll.h>
+#include <string>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -20,6 +22,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <vector>
 
 extern char** environ;
 
@@ -229,9 +232,22 @@ int kill_children(pid_t self, int control) {
   }
 }
 
-// Kills every descendant of the guardian, wherever it went (own session, own group), and exits.
-[[noreturn]] void kill_descendants_and_exit(pid_t guardian, int control) {
+// What the guardian executes when mongolock died (ChildSpec::orphan_request): prepared before fork.
+struct OrphanExec {
+  int fd = -1;                      // the memfd holding the request (close-on-exec until used)
+  std::vector<char*> argv;          // "/proc/self/exe", k_release_orphaned_command, the fd's number
+  std::vector<std::string> strings; // what argv points into
+};
+
+// Kills every descendant of the guardian, wherever it went (own session, own group), and exits; when
+// mongolock has died (the guardian's parent is no longer `mongolock`) and `orphan` is prepared, first
+// executes mongolock again to release the locks (the fd stays open across that exec only).
+[[noreturn]] void kill_descendants_and_exit(pid_t guardian, int control, pid_t mongolock = 0,
+                                            const OrphanExec* orphan = nullptr) {
   kill_children(guardian, control);
+  if (orphan != nullptr && orphan->fd >= 0 && getppid() != mongolock && fcntl(orphan->fd, F_SETFD, 0) == 0) {
+    execv("/proc/self/exe", orphan->argv.data());
+  }
   _exit(128 + SIGKILL);
 }
 
@@ -284,7 +300,8 @@ void exit_if_too_late(std::int64_t start_by, int exec_pipe) {
 
 template <typename Exec>
 [[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, int control, std::int64_t deadline,
-                               std::int64_t grace_ns, std::int64_t start_by, const Exec& exec) {
+                               std::int64_t grace_ns, std::int64_t start_by, const OrphanExec& orphan,
+                               const Exec& exec) {
   sigset_t waited;
   sigemptyset(&waited);
   sigaddset(&waited, SIGCHLD);
@@ -360,7 +377,8 @@ template <typename Exec>
     signalfd_siginfo info{};
     while (read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       // The kill request comes first, even when a child's report (SIGCHLD) came too.
-      if (static_cast<int>(info.ssi_signo) == kill_signal) kill_descendants_and_exit(guardian, control);
+      if (static_cast<int>(info.ssi_signo) == kill_signal)
+        kill_descendants_and_exit(guardian, control, mongolock, &orphan);
       child_event = true;
     }
     if (control >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
@@ -373,7 +391,7 @@ template <typename Exec>
           kill_at = std::min(kill_at, message.at);
         }
       }
-      if (n == 0) kill_descendants_and_exit(guardian, control); // mongolock is gone: nobody renews the lease
+      if (n == 0) kill_descendants_and_exit(guardian, control, mongolock, &orphan); // mongolock is gone
       check_deadline();
     }
     if (!child_event) continue;
@@ -403,6 +421,36 @@ template <typename Exec>
 
 } // namespace
 
+namespace {
+
+// The request in a memfd (close-on-exec, so the job never inherits it) and the argv to execute; nothing
+// when there is no request or the kernel has no memfd (then mongolock's death only ends the job).
+OrphanExec prepare_orphan_exec(const std::optional<std::string>& request) {
+  OrphanExec orphan;
+  if (!request) return orphan;
+  const int fd = memfd_create("mongolock-orphan-release", MFD_CLOEXEC);
+  if (fd < 0) return orphan;
+  std::size_t done = 0;
+  while (done < request->size()) {
+    const auto n = write(fd, request->data() + done, request->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return orphan;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  lseek(fd, 0, SEEK_SET);
+  orphan.fd = fd;
+  orphan.strings = {"/proc/self/exe", std::string(k_release_orphaned_command), std::to_string(fd)};
+  for (auto& s : orphan.strings)
+    orphan.argv.push_back(s.data());
+  orphan.argv.push_back(nullptr);
+  return orphan;
+}
+
+} // namespace
+
 Child Child::spawn(const ChildSpec& spec) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   auto argv_strings = spec.argv;
@@ -427,6 +475,7 @@ Child Child::spawn(const ChildSpec& spec) {
   const std::int64_t grace_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spec.kill_grace).count();
   const std::int64_t start_by = spec.start_by ? spec.start_by->time_since_epoch().count() : k_never;
 
+  const auto orphan = prepare_orphan_exec(spec.orphan_request);
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw internal_error(fmt::format("pipe failed: {}", std::strerror(errno)));
   int control[2];
@@ -439,8 +488,8 @@ Child Child::spawn(const ChildSpec& spec) {
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
-    for (const int fd : {exec_pipe[0], exec_pipe[1], control[0], control[1]})
-      close(fd);
+    for (const int fd : {exec_pipe[0], exec_pipe[1], control[0], control[1], orphan.fd})
+      if (fd >= 0) close(fd);
     throw internal_error(fmt::format("fork failed: {}", std::strerror(err)));
   }
   if (pid == 0) {
@@ -448,7 +497,7 @@ Child Child::spawn(const ChildSpec& spec) {
     close(control[0]);
     setpgid(0, 0);
     if (tty >= 0) tcsetpgrp(tty, getpid()); // SIGTTOU is blocked here, as in the parent
-    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, start_by, [&] {
+    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, start_by, orphan, [&] {
       // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
       // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
       // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
@@ -466,6 +515,7 @@ Child Child::spawn(const ChildSpec& spec) {
   }
   close(exec_pipe[1]);
   close(control[1]);
+  if (orphan.fd >= 0) close(orphan.fd);
   setpgid(pid, pid); // also in the parent, so the group exists before we signal it
   if (tty >= 0) tcsetpgrp(tty, pid);
   int exec_errno = 0;

@@ -76,7 +76,15 @@ struct ChildSpec {
   // run --no-new-privs: the command starts with PR_SET_NO_NEW_PRIVS, so setuid/setgid bits and file
   // capabilities give it no privileges, and it stays a process mongolock may signal (prctl(2)).
   bool no_new_privs = false;
+  // When mongolock dies while the job runs (kill -9, the OOM killer), the guardian kills the job as
+  // always and then, rather than leaving the locks to expire, executes mongolock again as
+  // `/proc/self/exe __release-orphaned FD` with this text readable on FD (a memfd; orphan.hpp encodes
+  // it), which releases the locks by _id and token (issue #17). Unset: the guardian only exits.
+  std::optional<std::string> orphan_request;
 };
+
+// The hidden command the guardian executes with ChildSpec::orphan_request (cli: release_orphaned()).
+inline constexpr std::string_view k_release_orphaned_command = "__release-orphaned";
 
 // A started command. The process mongolock starts is a guardian that leads a new process group, starts
 // the command in it and waits as a child subreaper: it exits only when the command and every process the

@@ -195,6 +195,31 @@ job_knows_its_lock() {
   assert_eq "$(cat "$T/none")" "[unset]" "MONGOLOCK_RUN_ID with --no-history"
 }
 
+# kill -9 of mongolock while its job runs: the guardian stops the job and releases the lock by its token at
+# once, so a waiter starts long before the lease (30 s) could have expired.
+guardian_releases_after_mongolock_dies() {
+  local name holder waiter job killed_at started
+  name=$(lock_name)
+  start_bg h "$MONGOLOCK_BIN" run "$name" --ttl 30s -- sh -c 'echo $$ >"$1"; exec sleep 300' _ "$T/job"
+  holder=$BG_PID
+  wait_file 10 "$T/job"
+  job=$(cat "$T/job")
+  start_bg w "$MONGOLOCK_BIN" run "$name" --wait 60s -- sh -c 'date +%s%3N >"$1"' _ "$T/started"
+  waiter=$BG_PID
+  has_ticket() { [[ -n $(python3 "$ITEST_DIR/mongo.py" tickets "$name") ]]; }
+  wait_until 10 has_ticket
+  killed_at=$(now_ms)
+  kill -KILL "$holder"
+  expect_bg_exit 0 "$waiter" w
+  started=$(cat "$T/started")
+  ((started - killed_at < 10000)) ||
+    fail "the waiter started $((started - killed_at)) ms after the kill: the lock was left to expire"
+  wait_until 5 eval "! pid_alive $job" || fail "the job (pid $job) still runs after mongolock was killed"
+  wait_until 5 grep -q "died" "$T/h.err"
+  assert_matches "$T/h.err" "^mongolock: warning: mongolock \(pid $holder\) died; its job was stopped and lock '$name' released$"
+  assert_free "$name"
+}
+
 bad_values() {
   local name
   name=$(lock_name)
@@ -218,5 +243,6 @@ run_case "--once-per: not run after a recent success (exit 0, one line, -q silen
 run_case "--once-per: only successes count, on any host; several names need all" once_per_counts_successes_on_any_host
 run_case "--once-per: 8 concurrent runs, one command" once_per_decides_under_the_lock
 run_case "the job gets MONGOLOCK_NAME, MONGOLOCK_HOLDER and MONGOLOCK_RUN_ID" job_knows_its_lock
+run_case "kill -9 of mongolock: the guardian stops the job and releases the lock at once" guardian_releases_after_mongolock_dies
 run_case "bad --splay and --once-per values: 64 with one line" bad_values
 finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Signals to `mongolock run`: forwarded to the command, lock kept until the command has exited, then
 # released; mongolock exits with the command's status. SIGKILL to mongolock kills the command too, and
-# the lock becomes free only after its TTL plus the takeover grace.
+# then its guardian releases the lock by its token (issue 17).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # $T/trapper.sh SIGNAL DIR: writes its pid to DIR/pid; on SIGNAL writes DIR/got, waits for DIR/go and
@@ -49,11 +49,11 @@ untrapped_term_kills_command() {
   assert_free "$name"
 }
 
-sigkill_kills_command_and_lease_expires() {
+sigkill_kills_command_and_guardian_releases() {
   local name pid child grandchild expires_at
   name=$(lock_name)
   # The command leaves a grandchild running in the background: it must die with mongolock too.
-  start_bg run ml run "$name" --ttl 2s -- sh -c 'sleep 61 & echo $! >"$1/grandchild"
+  start_bg run ml run "$name" --ttl 30s -- sh -c 'sleep 61 & echo $! >"$1/grandchild"
     echo $$ >"$1/pid.tmp"; mv "$1/pid.tmp" "$1/pid"; exec sleep 60' _ "$T"
   pid=$BG_PID
   wait_file 10 "$T/pid"
@@ -61,23 +61,19 @@ sigkill_kills_command_and_lease_expires() {
   grandchild=$(cat "$T/grandchild")
   pid_alive "$grandchild" || fail "the grandchild did not start"
   assert_held_by "$name" "$HOST:$pid"
+  read_doc "$name"
+  expires_at=$(doc_field expires_at)
   kill -KILL "$pid"
   wait_bg "$pid" run
   assert_eq "$BG_STATUS" "137" "mongolock's status"
-  # Nobody released the lock: it is still held now, and refused to others...
-  expect_exit 75 -- ml acquire "$name" --process "$HOST:1"
-  assert_contains "$ERR" "held by $HOST:$pid"
-  read_doc "$name"
-  expires_at=$(doc_field expires_at)
-  # The command and everything it started die with mongolock (the guardian's PR_SET_PDEATHSIG).
+  # The command and everything it started die with mongolock (the guardian's PR_SET_PDEATHSIG)...
   wait_until 10 eval "! pid_alive $child"
   wait_until 10 eval "! pid_alive $grandchild"
-  # ...until it has expired and the takeover grace (2s) has passed.
-  wait_until 20 eval "ml acquire $name --process $HOST:1 >/dev/null 2>&1"
-  read_doc "$name"
-  local after=$(($(doc_field acquired_at) - expires_at))
-  ((after >= 1950)) || fail "taken over ${after}ms after the killed holder's lease expired (grace is 2s)"
-  assert_held_by "$name" "$HOST:1"
+  # ...and then the guardian releases the lock by its token: free long before its lease would end.
+  wait_until 10 is_free "$name"
+  (($(server_now_ms) < expires_at)) || fail "the lock was only free after its lease ended: not released"
+  wait_until 5 grep -q "died" "$T/run.err"
+  assert_contains "$T/run.err" "its job was stopped and lock '$name' released"
 }
 
 # A service manager stopping a job signals every process of it at once (systemd's control-group kill):
@@ -108,6 +104,6 @@ run_case "SIGUSR2 reaches the command; lock held until it exits" signal_reaches_
 run_case "SIGQUIT reaches the command; lock held until it exits" signal_reaches_command QUIT
 run_case "SIGTERM to a command that does not trap it: exit 143, lock released" untrapped_term_kills_command
 run_case "SIGTERM to mongolock and the command at once: exit = its status" term_to_mongolock_and_command_at_once
-run_case "SIGKILL to mongolock: command and its children die; lock free only after TTL + grace" \
-  sigkill_kills_command_and_lease_expires
+run_case "SIGKILL to mongolock: command and its children die; the guardian releases the lock" \
+  sigkill_kills_command_and_guardian_releases
 finish

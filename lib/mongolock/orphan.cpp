@@ -1,0 +1,136 @@
+#include <mongolock/error.hpp>
+#include <mongolock/exit_codes.hpp>
+#include <mongolock/locker.hpp>
+#include <mongolock/orphan.hpp>
+#include <mongolock/process.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <unistd.h>
+
+namespace mongolock {
+
+namespace {
+
+constexpr std::size_t k_max_request = 64 * 1024;
+constexpr Millis k_max_call{5000};
+
+void put(std::string& out, std::string_view field) { out += fmt::format("{}:{},", field.size(), field); }
+
+class Fields {
+public:
+  explicit Fields(std::string_view text) : m_text(text) {}
+  [[nodiscard]] bool done() const { return m_text.empty(); }
+  std::string next() {
+    const auto colon = m_text.find(':');
+    std::size_t size = 0;
+    const auto [end, ec] = std::from_chars(m_text.data(), m_text.data() + std::min(colon, m_text.size()), size);
+    if (colon == std::string_view::npos || ec != std::errc() || end != m_text.data() + colon ||
+        m_text.size() < colon + 2 + size || m_text[colon + 1 + size] != ',') {
+      throw usage_error("the orphaned-lock release request is malformed");
+    }
+    auto field = std::string(m_text.substr(colon + 1, size));
+    m_text.remove_prefix(colon + 2 + size);
+    return field;
+  }
+  std::int64_t number() {
+    const auto text = next();
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 0) {
+      throw usage_error("the orphaned-lock release request has a malformed number");
+    }
+    return value;
+  }
+
+private:
+  std::string_view m_text;
+};
+
+std::string read_request(std::string_view fd_text) {
+  int fd = -1;
+  const auto [end, ec] = std::from_chars(fd_text.data(), fd_text.data() + fd_text.size(), fd);
+  if (ec != std::errc() || end != fd_text.data() + fd_text.size() || fd < 0) {
+    throw usage_error(fmt::format("{} takes a file descriptor number, not '{}'", k_release_orphaned_command, fd_text));
+  }
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const auto n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw usage_error(fmt::format("cannot read the orphaned-lock release request on fd {}", fd));
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > k_max_request) throw usage_error("the orphaned-lock release request is over 64 KiB");
+  }
+  close(fd);
+  return text;
+}
+
+} // namespace
+
+std::string encode_orphan_request(const OrphanRequest& request) {
+  std::string out;
+  put(out, request.store.uri);
+  put(out, request.store.database);
+  put(out, request.store.collection);
+  put(out, std::to_string(request.store.connect_timeout.count()));
+  put(out, std::to_string(request.store.operation_timeout.count()));
+  put(out, std::to_string(request.holder_pid));
+  for (const auto& lock : request.locks) {
+    put(out, lock.program);
+    put(out, lock.id);
+    put(out, lock.token);
+  }
+  return out;
+}
+
+OrphanRequest decode_orphan_request(std::string_view text) {
+  Fields fields(text);
+  OrphanRequest request;
+  request.store.uri = fields.next();
+  request.store.database = fields.next();
+  request.store.collection = fields.next();
+  request.store.connect_timeout = Millis(fields.number());
+  request.store.operation_timeout = Millis(fields.number());
+  request.holder_pid = static_cast<int>(fields.number());
+  while (!fields.done()) {
+    LockRecord lock;
+    lock.program = fields.next();
+    lock.id = fields.next();
+    lock.token = fields.next();
+    request.locks.push_back(std::move(lock));
+  }
+  return request;
+}
+
+int release_orphaned(std::string_view fd_text, const Log& log) {
+  auto request = decode_orphan_request(read_request(fd_text));
+  // Bounded: whoever waits for these locks is better served by their expiry than by a hung release.
+  request.store.connect_timeout = std::min(request.store.connect_timeout, k_max_call);
+  request.store.operation_timeout = std::min(request.store.operation_timeout, k_max_call);
+  MongoStore store(request.store, log);
+  Locker locker(store, log);
+  std::string released;
+  try {
+    for (const auto& lock : request.locks) {
+      if (locker.remove_and_wake(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token})) {
+        released += fmt::format("{}'{}'", released.empty() ? "" : ", ", lock.program);
+      }
+    }
+  } catch (const Error& e) {
+    log.error(fmt::format("mongolock (pid {}) died; its job was stopped, but its locks could not be released "
+                          "({}); they expire on their own",
+                          request.holder_pid, e.what()));
+    return k_exit_unavailable;
+  }
+  log.warning(fmt::format("mongolock (pid {}) died; its job was stopped and {}", request.holder_pid,
+                          released.empty() ? std::string("its locks were already gone")
+                                           : fmt::format("lock {} released", released)));
+  return k_exit_ok;
+}
+
+} // namespace mongolock
