@@ -1,6 +1,7 @@
 #include <mongolock/commands.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/identity.hpp>
+#include <mongolock/liveness.hpp>
 #include <mongolock/lock_name.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/metrics.hpp>
@@ -66,6 +67,10 @@ AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take
   request.min_hold = take.min_hold;
   request.slots = take.slots;
   request.fence = take.fence;
+  // A lock whose holder provably died on this host is taken over at once (liveness.hpp; issue #17).
+  request.holder_dead = [self = own_process_identity(), host = host_name()](const LockRecord& lock) {
+    return holder_provably_dead(lock, self, host);
+  };
   return request;
 }
 
@@ -488,9 +493,18 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   // the handshake and the renewal would only add a round trip that could outlast the renew deadline.
   MongoStore store(config, log);
   Locker locker(store, log);
+  // Where this holder runs, and its holder file (locked while mongolock or its guardian lives): a run on
+  // this host may then take the lock over at once when both are gone (liveness.hpp).
+  const auto self = own_process_identity();
+  const HolderFile holder_file(self);
   std::vector<AcquireRequest> requests;
   for (const auto& name : names) {
     auto request = make_request(global, options.take, name, holder_identity(getpid()), options.ttl);
+    if (holder_file.locked()) {
+      request.boot_id = self.boot_id;
+      request.pid_ns = self.pid_ns;
+      request.pid_start = self.pid_start;
+    }
     request.command = printable(command_name(options.command.front())); // shown by status and list
     requests.push_back(std::move(request));
   }
@@ -556,7 +570,8 @@ int run_checked(const GlobalOptions& global, const RunOptions& options, const st
   // by the guardian before it forks, and by the command's process before exec), whatever --on-lost says.
   spec.start_by = lease_deadline(store, locks, policy.lease);
   spec.no_new_privs = options.no_new_privs;
-  spec.orphan_request = encode_orphan_request(OrphanRequest{.store = config, .locks = locks, .holder_pid = getpid()});
+  spec.orphan_request = encode_orphan_request(
+      OrphanRequest{.store = config, .locks = locks, .holder_pid = getpid(), .holder_start = self.pid_start});
   if (policy.on_lost != OnLost::ignore) {
     // The guardian's watchdog: armed from the start with the acquisition's deadline.
     spec.deadline = spec.start_by;

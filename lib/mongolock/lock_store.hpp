@@ -40,6 +40,11 @@ struct LockRecord {
   LocalTime sent{};                      // not stored: the local time (LeaseClock) at which this holder sent
                                          // the insert or its last successful renewal; the lease's renew
                                          // deadline counts from it
+  std::string boot_id;                   // [boot_id] run: the holder host's boot id (liveness.hpp); "" otherwise
+  std::string pid_ns;                    // [pid_ns] run: the holder's PID namespace, e.g. "pid:[4026531836]"
+  std::optional<std::int64_t> pid_start; // [pid_start] run: when mongolock's process started (clock ticks
+                                         // after boot, /proc/PID/stat): a later process with its pid is
+                                         // not the holder
   std::string ticket;                    // [ticket] taken from the queue: the _id of the holder's queue ticket
                                          // of this name (deleted once the lock was taken); "" otherwise. The
                                          // wake-up event of its release names it (WakeEvent)

@@ -30,6 +30,9 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   lock.command = request.command;
   lock.host = request.process.substr(0, request.process.rfind(':'));
   lock.ticket = request.ticket;
+  lock.boot_id = request.boot_id;
+  lock.pid_ns = request.pid_ns;
+  lock.pid_start = request.pid_start;
 
   const auto insert = [&] {
     // Times from the latest the server's clock can read: the lease never looks shorter to others.
@@ -67,18 +70,12 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
     // Held: read the holder (one find, which the message needs anyway) and purge it only when it expired
     // more than the takeover grace ago, by its _id: a live holder costs no write.
     const auto current = m_store.find(lock.program);
-    const auto expired_by = m_store.clock().earliest_now() - request.takeover_grace; // expired for sure
-    if (current && current->expires_at > expired_by) {
-      if (seen != nullptr) seen->push_back(*current);
-      continue;
-    }
-    std::optional<LockRecord> purged;
-    if (current)
-      purged =
-          m_store.remove_returning(LockSelector{.program = lock.program, .id = current->id, .expired_by = expired_by});
-    if (current && !purged) continue; // renewed or taken over meanwhile: held
-    if (purged) {
-      m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", lock.program));
+    if (current) {
+      const auto purged = purge_stale(request, *current);
+      if (!purged) {
+        if (seen != nullptr && !expired_past_grace(*current, request)) seen->push_back(*current);
+        continue; // held (or renewed or taken over meanwhile)
+      }
       // Waiters queued for the purged lock still wait: the release of this one must wake them.
       lock.waiters = lock.waiters || purged->waiters;
     }
@@ -177,6 +174,29 @@ int Locker::mark_if_waited(std::vector<LockRecord>& locks) {
     m_log.debugf("waiters are queued for lock '{}': the next renewal marks it", lock.program);
   }
   return marked;
+}
+
+bool Locker::expired_past_grace(const LockRecord& current, const AcquireRequest& request) {
+  return current.expires_at <= m_store.clock().earliest_now() - request.takeover_grace;
+}
+
+std::optional<LockRecord> Locker::purge_stale(const AcquireRequest& request, const LockRecord& current) {
+  const auto expired_by = m_store.clock().earliest_now() - request.takeover_grace; // expired for sure
+  if (current.expires_at <= expired_by) {
+    auto purged =
+        m_store.remove_returning(LockSelector{.program = current.program, .id = current.id, .expired_by = expired_by});
+    if (purged) m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", current.program));
+    return purged;
+  }
+  if (!request.holder_dead || !request.holder_dead(current)) return std::nullopt;
+  auto purged =
+      m_store.remove_returning(LockSelector{.program = current.program, .id = current.id, .token = current.token});
+  if (purged) {
+    m_log.info(
+        fmt::format("lock '{}' was held by {}, which no longer runs on this host (nor does its guardian); taken over",
+                    current.program, purged->process));
+  }
+  return purged;
 }
 
 AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,

@@ -29,6 +29,13 @@ struct AcquireRequest {
   bool fence = false;          // --fence: allocate a fencing token for the acquisition
   bool waiters = false;        // mark the lock document `waiters` (taken from the queue: its release wakes the queue)
   std::string ticket;          // taken from the queue: this waiter's ticket of the name (LockRecord::ticket)
+  // run: where the holder runs, recorded in the document (LockRecord::boot_id, pid_ns, pid_start), and
+  // the test for an instant takeover of a live-looking lock whose holder is provably dead on this host
+  // (liveness.hpp: holder_provably_dead()); unset: a lock is taken over only once expired + grace.
+  std::string boot_id;
+  std::string pid_ns;
+  std::optional<std::int64_t> pid_start;
+  std::function<bool(const LockRecord&)> holder_dead;
 };
 
 // How long to keep trying while a name is held (--wait). A waiter joins the queue of waiters
@@ -137,6 +144,13 @@ public:
 
 private:
   void release_quietly(const LockRecord& lock);
+  // A busy slot's document `current`: deleted when it expired more than the takeover grace ago (by _id and
+  // "still expired that long", on the server's earliest clock) or, with request.holder_dead, when its holder
+  // is provably dead on this host (by _id and token). Returns the deleted document; nullopt when it stays
+  // (live, or renewed or taken over meanwhile). Throws Error (69) on server errors.
+  std::optional<LockRecord> purge_stale(const AcquireRequest& request, const LockRecord& current);
+  // True when `current` expired more than the takeover grace ago (server's earliest clock).
+  bool expired_past_grace(const LockRecord& current, const AcquireRequest& request);
   // One all-or-none attempt on every request; true when all were taken (outcome.locks), else sets
   // outcome.held and leaves outcome.locks empty.
   bool attempt_all(const std::vector<AcquireRequest>& requests, bool ensure_index, AcquireOutcome& outcome);

@@ -172,6 +172,9 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   if (lock.fence) BSON_APPEND_INT64(doc, "fence", *lock.fence);
   if (lock.waiters) BSON_APPEND_BOOL(doc, "waiters", true);
   if (!lock.ticket.empty()) append_string(doc, "ticket", lock.ticket);
+  if (!lock.boot_id.empty()) append_string(doc, "boot_id", lock.boot_id);
+  if (!lock.pid_ns.empty()) append_string(doc, "pid_ns", lock.pid_ns);
+  if (lock.pid_start) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
 }
 
 std::string iter_string(const bson_iter_t& it) {
@@ -234,6 +237,12 @@ LockRecord from_bson(const bson_t* doc) {
       lock.waiters = bson_iter_bool(&it);
     } else if (key == "ticket") {
       lock.ticket = iter_string(it);
+    } else if (key == "boot_id") {
+      lock.boot_id = iter_string(it);
+    } else if (key == "pid_ns") {
+      lock.pid_ns = iter_string(it);
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "pid_start") {
+      lock.pid_start = bson_iter_as_int64(&it);
     }
   }
   if (lock.name.empty()) lock.name = lock.program;

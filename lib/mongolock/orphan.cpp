@@ -1,5 +1,6 @@
 #include <mongolock/error.hpp>
 #include <mongolock/exit_codes.hpp>
+#include <mongolock/liveness.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/orphan.hpp>
 #include <mongolock/process.hpp>
@@ -80,6 +81,7 @@ std::string encode_orphan_request(const OrphanRequest& request) {
   put(out, std::to_string(request.store.connect_timeout.count()));
   put(out, std::to_string(request.store.operation_timeout.count()));
   put(out, std::to_string(request.holder_pid));
+  put(out, std::to_string(request.holder_start));
   for (const auto& lock : request.locks) {
     put(out, lock.program);
     put(out, lock.id);
@@ -97,6 +99,7 @@ OrphanRequest decode_orphan_request(std::string_view text) {
   request.store.connect_timeout = Millis(fields.number());
   request.store.operation_timeout = Millis(fields.number());
   request.holder_pid = static_cast<int>(fields.number());
+  request.holder_start = fields.number();
   while (!fields.done()) {
     LockRecord lock;
     lock.program = fields.next();
@@ -109,6 +112,11 @@ OrphanRequest decode_orphan_request(std::string_view text) {
 
 int release_orphaned(std::string_view fd_text, const Log& log) {
   auto request = decode_orphan_request(read_request(fd_text));
+  // The dead run's holder file: nobody holds it any more (mongolock is gone; this process no longer has
+  // the guardian's descriptor).
+  if (request.holder_pid > 0 && request.holder_start > 0) {
+    unlink(holder_file_path(request.holder_pid, request.holder_start).c_str());
+  }
   // Bounded: whoever waits for these locks is better served by their expiry than by a hung release.
   request.store.connect_timeout = std::min(request.store.connect_timeout, k_max_call);
   request.store.operation_timeout = std::min(request.store.operation_timeout, k_max_call);

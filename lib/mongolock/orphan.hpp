@@ -16,6 +16,7 @@ struct OrphanRequest {
   StoreConfig store;             // where the locks are (the URI with its secrets: the request stays in a memfd)
   std::vector<LockRecord> locks; // program, _id and token of each (the rest is not encoded)
   int holder_pid = 0;            // mongolock's pid, for the message
+  std::int64_t holder_start = 0; // its start time (liveness.hpp): its holder file is removed
 };
 
 // The request as text: length-prefixed fields ("5:hello,"), so any byte in the URI or a name survives.

@@ -220,6 +220,56 @@ guardian_releases_after_mongolock_dies() {
   assert_free "$name"
 }
 
+# start_run_with_job NAME: `run NAME --ttl 30s` whose job writes its pid to $T/job and sleeps; sets RUN_PID,
+# JOB_PID and GUARDIAN_PID (the job's parent).
+start_run_with_job() {
+  rm -f "$T/job"
+  start_bg h "$MONGOLOCK_BIN" run "$1" --ttl 30s -- sh -c 'echo $$ >"$1"; exec sleep 300' _ "$T/job"
+  RUN_PID=$BG_PID
+  wait_file 10 "$T/job"
+  JOB_PID=$(cat "$T/job")
+  GUARDIAN_PID=$(ps -o ppid= -p "$JOB_PID" | tr -d ' ')
+  [[ -n $GUARDIAN_PID && $GUARDIAN_PID != "$RUN_PID" ]] || fail "no guardian between mongolock and the job"
+}
+
+# kill -9 of mongolock, its guardian and its job together: nobody releases, but a run on the same host
+# sees that the holder is gone (same host, boot and PID namespace; pid gone; holder file unlocked) and
+# takes the lock over at once. A locked holder file (a guardian still alive) prevents it; so does another
+# host, and so does a lock taken by `acquire` (no process start recorded).
+instant_takeover_of_a_dead_local_holder() {
+  local name pid
+  name=$(lock_name)
+  start_run_with_job "$name"
+  read_doc "$name"
+  [[ -n $(doc_field pid_start) && -n $(doc_field boot_id) && -n $(doc_field pid_ns) ]] ||
+    fail "the lock document does not record where its holder runs: $(tr '\n' ' ' <"$T/doc")"
+  # All three killed at once: the next run takes the lock over at once.
+  pid=$RUN_PID
+  kill -KILL "$RUN_PID" "$GUARDIAN_PID" "$JOB_PID"
+  wait_until 5 eval "! pid_alive $RUN_PID && ! pid_alive $GUARDIAN_PID && ! pid_alive $JOB_PID"
+  is_held "$name" || fail "the lock was released: nobody should have been left to release it"
+  # While the holder file is locked (as by a guardian still stopping the job), nobody takes over.
+  local file
+  file=/dev/shm/mongolock-run-$pid-$(doc_field pid_start).lock
+  [[ -e $file ]] || fail "no holder file $file"
+  flock -x "$file" sleep 3 &
+  wait_until 3 eval "! flock -n -s '$file' true"
+  expect_exit 75 -- ml run "$name" -- touch "$T/ran"
+  wait
+  if unshare --uts true 2>/dev/null; then
+    expect_exit 75 -- unshare --uts sh -c 'hostname host-b && exec "$@"' _ "$MONGOLOCK_BIN" run "$name" -- true
+  fi
+  expect_exit 0 -- ml run "$name" -- touch "$T/ran"
+  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host (nor does its guardian); taken over"
+  [[ -e $T/ran ]] || fail "the command did not run"
+  [[ ! -e /dev/shm/mongolock-run-$pid-$(doc_field pid_start).lock ]] || fail "the dead holder's file was left"
+  # A lock taken by `acquire` records no process start: a dead pid is not enough, it waits for expiry.
+  local other
+  other=$(lock_name acquired)
+  ml acquire "$other" --process "$HOST:999999" >/dev/null
+  expect_exit 75 -- ml run "$other" -- true
+}
+
 bad_values() {
   local name
   name=$(lock_name)
@@ -244,5 +294,6 @@ run_case "--once-per: only successes count, on any host; several names need all"
 run_case "--once-per: 8 concurrent runs, one command" once_per_decides_under_the_lock
 run_case "the job gets MONGOLOCK_NAME, MONGOLOCK_HOLDER and MONGOLOCK_RUN_ID" job_knows_its_lock
 run_case "kill -9 of mongolock: the guardian stops the job and releases the lock at once" guardian_releases_after_mongolock_dies
+run_case "kill -9 of mongolock, guardian and job: the next run on this host takes over at once" instant_takeover_of_a_dead_local_holder
 run_case "bad --splay and --once-per values: 64 with one line" bad_values
 finish

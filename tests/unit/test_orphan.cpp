@@ -13,6 +13,7 @@ TEST_CASE("orphan request: round trip, any bytes in the fields") {
   request.store.connect_timeout = Millis(1234);
   request.store.operation_timeout = Millis(5678);
   request.holder_pid = 4242;
+  request.holder_start = 987654;
   LockRecord a;
   a.program = "a,b:c";
   a.id = "0123456789abcdef01234567";
@@ -27,6 +28,7 @@ TEST_CASE("orphan request: round trip, any bytes in the fields") {
   CHECK(back.store.connect_timeout == Millis(1234));
   CHECK(back.store.operation_timeout == Millis(5678));
   CHECK(back.holder_pid == 4242);
+  CHECK(back.holder_start == 987654);
   REQUIRE(back.locks.size() == 2);
   CHECK(back.locks[0].program == "a,b:c");
   CHECK(back.locks[1].program == std::string("x\0y", 3));
@@ -36,7 +38,7 @@ TEST_CASE("orphan request: round trip, any bytes in the fields") {
 
 TEST_CASE("orphan request: malformed text is refused with 64") {
   for (const auto* text :
-       {"", "5:abc,", "3:abc", "x:abc,", "3:abc,2:db,5:locks,2:10,2:10,1:-,", "99999999999999999999:a,"}) {
+       {"", "5:abc,", "3:abc", "x:abc,", "3:abc,2:db,5:locks,2:10,2:10,1:-,1:1,", "99999999999999999999:a,"}) {
     CAPTURE(text);
     try {
       (void)decode_orphan_request(text);

@@ -1,0 +1,96 @@
+#include <mongolock/liveness.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <charconv>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/file.h>
+#include <unistd.h>
+
+namespace mongolock {
+
+namespace {
+
+std::string first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+} // namespace
+
+std::optional<std::int64_t> process_start(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses; fields 3.. follow the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i != 22) continue;
+    std::int64_t start = 0;
+    const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), start);
+    if (ec == std::errc() && end == field.data() + field.size()) return start;
+  }
+  return std::nullopt;
+}
+
+ProcessIdentity own_process_identity() {
+  ProcessIdentity self;
+  self.boot_id = first_line("/proc/sys/kernel/random/boot_id");
+  char ns[64] = {};
+  const auto n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  if (n > 0) self.pid_ns.assign(ns, static_cast<std::size_t>(n));
+  self.pid_start = process_start(getpid()).value_or(0);
+  return self;
+}
+
+std::string holder_file_path(pid_t pid, std::int64_t start) {
+  return fmt::format("/dev/shm/mongolock-run-{}-{}.lock", pid, start);
+}
+
+HolderFile::HolderFile(const ProcessIdentity& self) {
+  if (!self.complete()) return;
+  m_path = holder_file_path(getpid(), self.pid_start);
+  const int fd = open(m_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return;
+  }
+  m_fd = fd;
+}
+
+HolderFile::~HolderFile() {
+  if (m_fd < 0) return;
+  unlink(m_path.c_str());
+  close(m_fd);
+}
+
+bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host) {
+  if (!lock.pid_start || !here.complete() || lock.host != host || lock.boot_id != here.boot_id ||
+      lock.pid_ns != here.pid_ns) {
+    return false;
+  }
+  const auto colon = lock.process.rfind(':');
+  pid_t pid = 0;
+  const auto digits = std::string_view(lock.process).substr(colon == std::string::npos ? 0 : colon + 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  if (colon == std::string::npos || ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) return false;
+  if (process_start(pid) == *lock.pid_start) return false; // still running
+  const auto path = holder_file_path(pid, *lock.pid_start);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false; // no file: nothing proves that its guardian is gone
+  const bool free = flock(fd, LOCK_SH | LOCK_NB) == 0;
+  if (free) unlink(path.c_str());
+  close(fd);
+  return free;
+}
+
+} // namespace mongolock
