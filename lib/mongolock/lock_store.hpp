@@ -137,6 +137,11 @@ struct ServerInfo {
 struct CallLimits {
   Millis connect; // TCP connect and handshake (server selection), when the call has to connect
   Millis total;   // the whole call, handshake included
+  // How long the server may work on a renewal once it has started it (maxTimeMS of the renewal's
+  // findAndModify): past it, the server aborts the command instead of writing, so a renewal whose reply
+  // was lost cannot write its expiry long after a newer renewal (servers whose updates read, then write:
+  // FerretDB v1). Unset: no bound.
+  std::optional<Millis> server = std::nullopt;
 };
 
 // Every method is one server command (plus the connection handshake on first use). Errors of the
@@ -174,7 +179,8 @@ public:
   [[nodiscard]] virtual std::int64_t remove(const LockSelector& which) = 0;
 
   // Sets expires_at, renewed_at and ttl_ms of the one document matching `which`, and waiters: true with
-  // `mark_waiters` (the holder saw the queue: one write, not a second update of the document).
+  // `mark_waiters` (the holder saw the queue: one write, not a second update of the document), in one
+  // findAndModify bounded on the server by the last reconnect()'s CallLimits::server (maxTimeMS).
   // Returns the number of documents matched (0: the lease is gone, 1: renewed).
   [[nodiscard]] virtual std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
                                            Millis ttl, bool mark_waiters = false) = 0;

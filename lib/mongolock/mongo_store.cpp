@@ -361,6 +361,7 @@ std::int32_t to_int32_ms(Millis d) { return static_cast<std::int32_t>(std::min<M
 // When the current call must be over; shared by every stream of the client (all on one thread).
 struct CallDeadline {
   std::optional<LocalTime> until; // none: only the client's own socketTimeoutMS applies
+  std::optional<Millis> server;   // maxTimeMS of a renewal (CallLimits::server)
   bool may_connect = true;        // false: a new connection is refused (a kept client whose connect limit
                                   // is longer than the call allows; see MongoStore::reconnect)
 };
@@ -675,6 +676,7 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   auto& impl = *m_impl;
   if (!limits) {
     impl.call_deadline.until.reset();
+    impl.call_deadline.server.reset();
     impl.call_deadline.may_connect = true;
     if (!impl.failed && impl.connect_limit <= impl.config.connect_timeout) return; // keep the connection
     impl.open_client(impl.config.connect_timeout, impl.config.operation_timeout);
@@ -696,6 +698,7 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   }
   impl.call_deadline.may_connect = impl.connect_limit <= connect;
   impl.call_deadline.until = now + total;
+  impl.call_deadline.server = limits->server;
   // Every renewal re-reads the server's time (one hello on the connection, as the handshake of a new
   // connection did before issue 15): a clock estimate made stale by a paused VM is corrected at once.
   impl.clock_due = true;
@@ -943,7 +946,29 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
   BSON_APPEND_DATE_TIME(set.get(), "renewed_at", to_bson_date(renewed_at));
   BSON_APPEND_INT64(set.get(), "ttl_ms", ttl.count());
   if (mark_waiters) BSON_APPEND_BOOL(set.get(), "waiters", true);
-  return m_impl->update(which, set.get(), "renewal");
+  auto& impl = *m_impl;
+  // findAndModify rather than update: both MongoDB and FerretDB v1 honour its maxTimeMS (FerretDB ignores it
+  // on update), so a renewal the server could not finish in time is aborted rather than written late.
+  Bson selector;
+  append_selector(selector.get(), which);
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
+  BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
+  bson_t update;
+  BSON_APPEND_DOCUMENT_BEGIN(command.get(), "update", &update);
+  BSON_APPEND_DOCUMENT(&update, "$set", set.get());
+  bson_append_document_end(command.get(), &update);
+  if (impl.call_deadline.server) {
+    BSON_APPEND_INT64(command.get(), "maxTimeMS", std::max<std::int64_t>(impl.call_deadline.server->count(), 1));
+  }
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
+                                                 reply.get(), &error)) {
+    impl.fail(fmt::format("renewal of lock '{}'", which.program), error);
+  }
+  bson_iter_t it;
+  return bson_iter_init_find(&it, reply.get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it) ? 1 : 0;
 }
 
 std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {

@@ -41,8 +41,17 @@ private:
 // renew_deadline after the send time of its last successful renewal; the thread never sends a renewal past
 // that deadline, and it accepts a reply only if it arrived before that deadline (by then the job is being
 // stopped, and a later reply may describe a write the server applied after another holder had taken over).
-// Every renewal uses a new connection bounded by the deadline (plus the kill grace + 0.5s for the command),
-// so the thread never outlives the job by much, and a failed server is tried again at once.
+// Every renewal is bounded by the deadline (plus the kill grace + 0.5s for the command), on the run's
+// connection while it answers and on a new one after a failure, so the thread never outlives the job by
+// much, and a failed server is tried again at once.
+// A renewal whose outcome is unknown (an error or timeout: the server may have applied it, or may still be
+// working on it) pins the lease: until it can no longer be written, the deadline counts from its send time
+// as if it were the last renewal the document will hold. On servers whose updates read, then write
+// (FerretDB v1) such a renewal could otherwise write its older expiry after a newer renewal succeeded. It
+// can no longer be written once a later renewal has been confirmed and the renewal's server bound
+// (maxTimeMS) plus 1s has passed since that confirmation: the server aborts a renewal past its maxTimeMS,
+// and a renewal read after the newer one was written matches nothing (renewed_at only grows). The next
+// renewal after that, once confirmed, lifts the pin (ARCHITECTURE.md, "Who writes a lock document").
 // After each successful renewal, `renewed` gets the new deadline (the guardian's watchdog).
 class Heartbeat {
 public:
@@ -53,6 +62,7 @@ public:
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
     for (const auto& lock : locks)
       m_last_success_sent.push_back(lock.sent);
+    m_pins.resize(locks.size());
     m_thread = std::thread([this] { loop(); });
   }
 
@@ -68,7 +78,7 @@ public:
   // When the lease counts as lost unless a renewal succeeds first: the earliest over all locks.
   [[nodiscard]] LocalTime deadline() const {
     std::lock_guard lock(m_mutex);
-    return oldest_success() + m_timing.renew_deadline;
+    return oldest_basis() + m_timing.renew_deadline;
   }
 
   // The last renewal error, for messages ("" when none failed since the last success).
@@ -100,12 +110,40 @@ private:
     return *std::min_element(m_last_success_sent.begin(), m_last_success_sent.end());
   }
 
+  // A renewal whose outcome is unknown, not yet known to be unable to write (see the class comment).
+  struct Pin {
+    std::optional<LocalTime> sent;        // the earliest such renewal's send time
+    Millis bound{0};                      // the longest server bound (maxTimeMS) among them
+    std::optional<LocalTime> clear_after; // set at the first confirmed renewal after them: + bound + 1s
+  };
+
+  // Where lock i's lease counts from: its last confirmed renewal, or an earlier pinned one.
+  [[nodiscard]] LocalTime basis(std::size_t i) const {
+    return m_pins[i].sent ? std::min(*m_pins[i].sent, m_last_success_sent[i]) : m_last_success_sent[i];
+  }
+
+  [[nodiscard]] LocalTime oldest_basis() const {
+    auto oldest = LocalTime::max();
+    for (std::size_t i = 0; i < m_pins.size(); ++i)
+      oldest = std::min(oldest, basis(i));
+    return oldest;
+  }
+
+  // The next renewal: an interval after the oldest confirmed one, or as soon as a pin may be lifted.
+  [[nodiscard]] LocalTime next_renewal() const {
+    auto next = oldest_success() + m_timing.renew_interval;
+    for (const auto& pin : m_pins) {
+      if (pin.sent && pin.clear_after) next = std::min(next, *pin.clear_after);
+    }
+    return next;
+  }
+
   void loop() {
     const auto retry_delay = std::clamp(m_timing.renew_interval / 4, Millis(100), Millis(2000));
     LocalTime next;
     {
       std::lock_guard lock(m_mutex);
-      next = oldest_success() + m_timing.renew_interval;
+      next = next_renewal();
     }
     for (;;) {
       {
@@ -122,8 +160,8 @@ private:
       LocalTime deadline;
       {
         std::lock_guard lock(m_mutex);
-        next = all_renewed ? oldest_success() + m_timing.renew_interval : Clock::now() + retry_delay;
-        deadline = oldest_success() + m_timing.renew_deadline;
+        next = all_renewed ? next_renewal() : Clock::now() + retry_delay;
+        deadline = oldest_basis() + m_timing.renew_deadline;
       }
       if (all_renewed && m_renewed) m_renewed(deadline);
       if (all_renewed) mark_if_waited();
@@ -149,7 +187,7 @@ private:
     {
       std::lock_guard lock(m_mutex);
       if (m_stop) return Renewal::gone;
-      last_sent = m_last_success_sent[i];
+      last_sent = basis(i);
     }
     auto& lease = m_locks[i];
     const auto sent = Clock::now();
@@ -162,7 +200,8 @@ private:
       // slow server is given the time there is, while the thread still ends within the kill grace + 0.5s
       // of the deadline and mongolock exits soon after its job (ARCHITECTURE.md, "Faults").
       const auto left = std::chrono::floor<Millis>(deadline - sent);
-      m_locker.store().reconnect(CallLimits{left, left + m_timing.kill_grace + Millis(500)});
+      const auto total = left + m_timing.kill_grace + Millis(500);
+      m_locker.store().reconnect(CallLimits{left, total, server_bound(total)});
       if (!m_locker.renew(lease, m_timing.ttl, sent)) {
         report_gone(fmt::format("the lock document of '{}' is gone (expired and taken over, or broken with "
                                 "'mongolock break')",
@@ -180,13 +219,42 @@ private:
       std::lock_guard lock(m_mutex);
       m_last_success_sent[i] = sent;
       m_last_error.clear();
+      confirmed(i, sent, received);
       m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
       return Renewal::renewed;
     } catch (const Error& e) {
       m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));
       std::lock_guard lock(m_mutex);
       m_last_error = e.what();
+      auto& pin = m_pins[i];
+      pin.sent = pin.sent ? std::min(*pin.sent, sent) : sent;
+      pin.bound = std::max(
+          pin.bound, server_bound(std::chrono::floor<Millis>(deadline - sent) + m_timing.kill_grace + Millis(500)));
+      pin.clear_after.reset();
       return Renewal::failed;
+    }
+  }
+
+  // The server's bound on a renewal (maxTimeMS): a quarter of the renew interval, at least 1s (a healthy
+  // server answers in milliseconds), at most the call's own limit.
+  [[nodiscard]] Millis server_bound(Millis total) const {
+    return std::min(std::max(m_timing.renew_interval / 4, Millis(1000)), std::max(total, Millis(1)));
+  }
+
+  // Lock i's renewal sent at `sent` was confirmed at `received` (under m_mutex): the first confirmation
+  // after unknown renewals starts their clearing time; one sent after it lifts the pin.
+  void confirmed(std::size_t i, LocalTime sent, LocalTime received) {
+    auto& pin = m_pins[i];
+    if (!pin.sent) return;
+    if (!pin.clear_after) {
+      pin.clear_after = received + pin.bound + Millis(1000);
+      m_log.debugf("lease on '{}' counts from {} ago until a renewal after {} is confirmed (an earlier renewal's "
+                   "outcome is unknown)",
+                   m_locks[i].program, format_duration(std::chrono::duration_cast<Millis>(received - *pin.sent)),
+                   format_duration(pin.bound + Millis(1000)));
+    } else if (sent >= *pin.clear_after) {
+      pin = Pin{};
+      m_log.debugf("lease on '{}': the renewal whose outcome was unknown can no longer be written", m_locks[i].program);
     }
   }
 
@@ -211,6 +279,7 @@ private:
   std::string m_last_error; // its error
   std::string m_gone;
   std::vector<LocalTime> m_last_success_sent;
+  std::vector<Pin> m_pins; // per lock (under m_mutex)
   std::thread m_thread;
 };
 
