@@ -98,7 +98,8 @@ connections_reset() {
   name=$(lock_name)
   server_start
   proxy_start
-  start_holder a "$PROXY_URI" "$name" 6 --ttl 6s
+  # The job runs 10 s: long enough for the renewals that lift the pin after the reset (below).
+  start_holder a "$PROXY_URI" "$name" 10 --ttl 6s
   a=$HOLDER_PID
   wait_acquired a
   start_contender b "$name" 1 --ttl 6s

@@ -141,7 +141,8 @@ verbose_logs_steps() {
   expect_exit 0 -- ml -v run "$(lock_name run)" --ttl 3s --renew-interval 500ms -- sleep 1.2
   assert_contains "$ERR" "started sleep"
   assert_contains "$ERR" "command exited with status 0"
-  assert_matches "$ERR" "\] command update"
+  assert_matches "$ERR" "\] command findAndModify sent to $MONGOLOCK_COLLECTION$" # a renewal (maxTimeMS-bounded)
+  assert_matches "$ERR" "lease on '.*' renewed until"
 }
 
 verbose_and_quiet_exclude() {
