@@ -195,6 +195,42 @@ lopsided_handshake_never_takes_over_a_live_lock() {
   done
 }
 
+# A renewal whose outcome the holder does not know, still running on the server, written after a newer
+# one (FerretDB v1 reads, then writes): stallproxy.py holds SQLite's write lock while the renewal R1 is
+# read, resets the holder's side (a failed renewal), forwards a later retry Rk, releases the lock (Rk is
+# written and answered first, then R1's older expiry) and partitions the holder. Its job ignores SIGTERM,
+# so it runs to the kill grace. Before the fix the holder counted from Rk and its job overlapped the
+# contender's by 0.7-3 s; now the lease is pinned to R1 (and R1, a findAndModify past its maxTimeMS, is
+# aborted by the server): no overlap. Round 1 with the default timing, round 2 with the most aggressive
+# options the validation accepts.
+stalled_renewal_written_late() {
+  local name a round options
+  need_other_host
+  server_start
+  for round in 1 2; do
+    name=$(lock_name "r$round")
+    options=()
+    ((round == 1)) || options=(--renew-interval 1s --renew-deadline 26s --kill-grace 1s)
+    rm -f "$T/stall.port"
+    python3 "$ITEST_DIR/stallproxy.py" "$T/stall.port" "$SERVER_PORT" "$T/db/mongolock.sqlite" 4 8 0.03 0.5 \
+      2>"$T/stall$round.log" &
+    track $!
+    wait_until 10 test -s "$T/stall.port"
+    JOB_OPTIONS=--ignore-term start_holder a "mongodb://127.0.0.1:$(cat "$T/stall.port")/" "$name" 80 \
+      --ttl 30s "${options[@]}"
+    a=$HOLDER_PID
+    wait_acquired a
+    start_contender b "$name" 1
+    wait_until 40 grep -q "partition" "$T/stall$round.log"
+    expect_exit_code 76 "$a" a 60
+    expect_exit_code 0 "$CONTENDER_PID" b 60
+    check_holders
+    assert_matches "$T/a.err" "an earlier renewal's outcome is unknown"
+    result "round $round (${options[*]:-default timing}): renewal stalled on the server and written after a" \
+      "newer one, then a partition: overlap ${OVERLAP_MS}ms, exit a=76 b=0"
+  done
+}
+
 run_case "a partition right after a renewal, with a head waiter queued: no overlap, no waiter write" \
   partition_after_a_renewal_with_a_waiter
 run_case "stopped between the insert and the spawn (two names): exit 76, the job never starts" \
@@ -205,4 +241,6 @@ run_case "a lopsided handshake (clock estimates 2.4 s off each way) never takes 
   lopsided_handshake_never_takes_over_a_live_lock
 run_case "a ticket renewal answered after 1 s does not count: the waiter rejoins at the back" \
   slow_ticket_renewal_rejoins_at_the_back
+run_case "a renewal stalled on the server and written after a newer one, then a partition: no overlap" \
+  stalled_renewal_written_late
 finish
