@@ -400,6 +400,20 @@ int run_cli(std::vector<std::string> args, Log& log) {
   add_option(history_cmd, "--since", history_since, "Only runs that ended within DUR before now")->type_name("DUR");
   add_flag(history_cmd, "--json", history.json, "Print JSON");
 
+  CheckOptions check;
+  Text check_max_age;
+  auto* check_cmd = app.add_subcommand(
+      "check", "Monitoring plugin: has a run of each NAME succeeded on any host within --max-age? (exit 0-3)");
+  check_cmd->add_option("NAME", check.names, "Lock names (the worst state wins)")->required();
+  add_option(check_cmd, "--max-age", check_max_age, "A success must have ended within this, e.g. 26h")
+      ->type_name("DUR");
+  add_option(check_cmd, "--failed", check.failed,
+             "The state when the newest executed run failed: warning, critical or ok")
+      ->check(CLI::IsMember({"warning", "critical", "ok"}))
+      ->capture_default_str()
+      ->type_name("STATE");
+  add_flag(check_cmd, "--json", check.json, "Print JSON");
+
   BreakOptions brk;
   auto* break_cmd = app.add_subcommand("break", "Remove a lock whoever holds it (needs --force; logged)");
   break_cmd->add_option("NAME", brk.name, "Lock name")->required();
@@ -533,6 +547,10 @@ int run_cli(std::vector<std::string> args, Log& log) {
   if (history_cmd->parsed()) {
     history.since = optional_duration(history_since, "--since");
     return history_command(global, history, log);
+  }
+  if (check_cmd->parsed()) {
+    check.max_age = optional_duration(check_max_age, "--max-age");
+    return check_command(global, check, log);
   }
   if (init_cmd->parsed()) {
     return init_command(global, InitOptions{parse_duration(init_history_max_age, "--history-max-age")}, log);

@@ -338,6 +338,38 @@ int history_command(const GlobalOptions& global, const HistoryOptions& options, 
   return k_exit_ok;
 }
 
+int check_command(const GlobalOptions& global, const CheckOptions& options, Log& log) {
+  if (options.names.empty()) throw usage_error("check needs a lock name: mongolock check NAME... --max-age DUR");
+  for (const auto& name : options.names)
+    validate_lock_name(name);
+  if (!options.max_age) throw usage_error("check needs --max-age DUR: how recent a success must be, e.g. 26h");
+  CheckPolicy policy{.max_age = *options.max_age};
+  if (options.failed == "critical") {
+    policy.on_failed = CheckState::critical;
+  } else if (options.failed == "ok") {
+    policy.on_failed = CheckState::ok;
+  } else if (options.failed != "warning") {
+    throw usage_error(fmt::format("--failed '{}' is not a state; give warning, critical or ok", options.failed));
+  }
+  std::vector<NameCheck> checks;
+  try {
+    MongoStore store(global.store, log);
+    const auto now = store.clock().now();
+    for (const auto& name : options.names)
+      checks.push_back(check_name(name, store.runs(name, std::nullopt, k_check_runs_read), now, policy));
+  } catch (const Error& e) {
+    if (e.exit_code() != k_exit_unavailable) throw;
+    if (options.json) {
+      fmt::print("{}", check_unknown_json(e.what()));
+    } else {
+      fmt::print("{}\n", check_unknown_line(e.what()));
+    }
+    return static_cast<int>(CheckState::unknown);
+  }
+  fmt::print("{}", options.json ? check_json(checks, policy) : check_line(checks, policy) + "\n");
+  return static_cast<int>(worst_state(checks));
+}
+
 int init_command(const GlobalOptions& global, const InitOptions& options, Log& log) {
   MongoStore store(global.store, log);
   store.ensure_indexes();

@@ -69,7 +69,7 @@ struct RunOptions {
   std::optional<std::string> metrics_file; // --metrics-file: Prometheus textfile updated after the run
   int lost_exit_code = k_exit_lease_lost;  // --lost-exit-code: exit code when the lease was lost (0..255)
   bool no_new_privs = false;               // --no-new-privs: the command starts with PR_SET_NO_NEW_PRIVS
-  std::optional<Millis> once_per; // --once-per: not run when a run of every name succeeded within this period
+  std::optional<Millis> once_per;          // --once-per: not run when a run of every name succeeded within this period
 };
 
 struct StatusOptions {
@@ -86,6 +86,14 @@ struct HistoryOptions {
   std::optional<std::string> name; // only this lock name's runs; every name when unset
   std::int64_t limit = 20;         // --limit N: at most this many runs, newest first (1..k_max_history_keep)
   std::optional<Millis> since;     // --since DUR: only runs that ended within DUR before now
+  bool json = false;
+};
+
+struct CheckOptions {
+  std::vector<std::string> names; // one or more; the worst state wins
+  std::optional<Millis> max_age;  // --max-age: required
+  std::string failed = "warning"; // --failed: the state when the newest executed run failed (warning,
+                                  // critical or ok)
   bool json = false;
 };
 
@@ -133,6 +141,11 @@ int doctor_command(const GlobalOptions& global, Log& log);
 // mongolock history: the runs recorded, newest first, as a table with a summary line or as JSON
 // (mongolock(1), JSON OUTPUT). 0, also when there are none ("no runs recorded ...").
 int history_command(const GlobalOptions& global, const HistoryOptions& options, Log& log);
+
+// mongolock check: the monitoring-plugin line "MONGOLOCK STATE - text | perfdata" (check.hpp) on stdout
+// (or JSON) and its exit code: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (the server could not be read:
+// one line, no exception). Bad options are a usage error (64), as for every command.
+int check_command(const GlobalOptions& global, const CheckOptions& options, Log& log);
 
 // mongolock init: creates the unique index and, where the server supports it, TTL indexes on the locks'
 // expires_at (garbage collection only) and on the runs' ended_at (options.history_max_age). 0, or 69 when

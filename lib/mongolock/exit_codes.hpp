@@ -19,6 +19,9 @@ enum ExitCode : int {
   k_exit_not_found = 127,      // run: CMD not found
 };
 
+// `check` exits with the monitoring-plugin states instead (check.hpp, CheckState): 0 OK, 1 WARNING,
+// 2 CRITICAL, 3 UNKNOWN; a usage error is 64 as for every command.
+
 // Exit status for a child killed by signal `signo`: 128 + signo, as POSIX shells report it.
 constexpr int exit_code_for_signal(int signo) { return 128 + signo; }
 

@@ -264,6 +264,34 @@ std::string history_text(const std::vector<RunRecord>& runs, const std::optional
   return out;
 }
 
+std::string check_json(const std::vector<NameCheck>& checks, const CheckPolicy& policy) {
+  Json j;
+  const auto state = worst_state(checks);
+  j["state"] = check_state_name(state);
+  j["exit_code"] = static_cast<int>(state);
+  j["max_age_ms"] = policy.max_age.count();
+  j["names"] = Json::array();
+  for (const auto& c : checks) {
+    Json n;
+    n["name"] = c.name;
+    n["state"] = check_state_name(c.state);
+    n["age_ms"] = c.age ? Json(c.age->count()) : Json(nullptr);
+    n["last_success"] = c.last_success ? to_json(*c.last_success) : Json(nullptr);
+    n["last_run"] = c.last_run ? to_json(*c.last_run) : Json(nullptr);
+    n["text"] = c.text;
+    j["names"].push_back(std::move(n));
+  }
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+std::string check_unknown_json(const std::string& why) {
+  Json j;
+  j["state"] = check_state_name(CheckState::unknown);
+  j["exit_code"] = static_cast<int>(CheckState::unknown);
+  j["error"] = why;
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
 std::string history_json(const std::vector<RunRecord>& runs) {
   Json j;
   j["runs"] = Json::array();

@@ -2,6 +2,7 @@
 // documented in mongolock(1) (JSON OUTPUT).
 #pragma once
 
+#include <mongolock/check.hpp>
 #include <mongolock/history.hpp>
 #include <mongolock/lock_store.hpp>
 #include <mongolock/queue.hpp>
@@ -68,6 +69,13 @@ using LastRuns = std::map<std::string, RunRecord>;
 // "median_duration_ms", "max_duration_ms"}}; a run object: {"name", "process", "host", "user", "command"
 // (array), "started_at", "ended_at", "duration_ms", "waited_ms", "outcome", "exit_code", "signal",
 // "held_by", "fence"} (absent values null).
+// `check --json`: {"state": "OK"|..., "exit_code", "max_age_ms", "names": [{"name", "state", "age_ms" (of
+// the last success, null when none), "last_success": run object or null, "last_run": run object or null,
+// "text"}]}.
+[[nodiscard]] std::string check_json(const std::vector<NameCheck>& checks, const CheckPolicy& policy);
+// `check --json` when the server cannot be read: {"state": "UNKNOWN", "exit_code": 3, "error": WHY}.
+[[nodiscard]] std::string check_unknown_json(const std::string& why);
+
 [[nodiscard]] std::string history_json(const std::vector<RunRecord>& runs);
 
 } // namespace mongolock

@@ -214,7 +214,7 @@ unknown_key_refused() {
   assert_error_line "$T/config:2: key 'db' does not belong in [run]; set it before any section (a global option)"
   printf '[acquir]\nttl = "1h"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
-  assert_error_line "$T/config:1: unknown section [acquir]; the sections are [acquire], [release], [renew], [run], [status], [list], [history], [break], [doctor], [init], [completion] (did you mean [acquire]?)"
+  assert_error_line "$T/config:1: unknown section [acquir]; the sections are [acquire], [release], [renew], [run], [status], [list], [history], [check], [break], [doctor], [init], [completion] (did you mean [acquire]?)"
   # A section that is not a command is refused even when it holds no key (it was accepted silently).
   printf '# nothing here yet\n[run]\n\n[histroy]\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
