@@ -1,4 +1,5 @@
 #include <mongolock/error.hpp>
+#include <mongolock/lease_book.hpp>
 #include <mongolock/supervisor.hpp>
 
 #include <fmt/format.h>
@@ -44,25 +45,16 @@ private:
 // Every renewal is bounded by the deadline (plus the kill grace + 0.5s for the command), on the run's
 // connection while it answers and on a new one after a failure, so the thread never outlives the job by
 // much, and a failed server is tried again at once.
-// A renewal whose outcome is unknown (an error or timeout: the server may have applied it, or may still be
-// working on it) pins the lease: until it can no longer be written, the deadline counts from its send time
-// as if it were the last renewal the document will hold. On servers whose updates read, then write
-// (FerretDB v1) such a renewal could otherwise write its older expiry after a newer renewal succeeded. It
-// can no longer be written once a later renewal has been confirmed and the renewal's server bound
-// (maxTimeMS) plus 1s has passed since that confirmation: the server aborts a renewal past its maxTimeMS,
-// and a renewal read after the newer one was written matches nothing (renewed_at only grows). The next
-// renewal after that, once confirmed, lifts the pin (ARCHITECTURE.md, "Who writes a lock document").
+// The lease decisions (deadline, next renewal, a renewal whose outcome is unknown pinning the lease) are
+// LeaseBook's; this class sends the renewals and feeds it their outcomes.
 // After each successful renewal, `renewed` gets the new deadline (the guardian's watchdog).
 class Heartbeat {
 public:
   Heartbeat(Locker& locker, std::vector<LockRecord>& locks, const LeaseTiming& timing, const Log& log,
             std::function<void(LocalTime)> renewed)
       : m_locker(locker), m_locks(locks), m_timing(timing), m_log(log), m_renewed(std::move(renewed)),
-        m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+        m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), m_book(sent_times(locks), timing) {
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
-    for (const auto& lock : locks)
-      m_last_success_sent.push_back(lock.sent);
-    m_pins.resize(locks.size());
     m_thread = std::thread([this] { loop(); });
   }
 
@@ -78,7 +70,7 @@ public:
   // When the lease counts as lost unless a renewal succeeds first: the earliest over all locks.
   [[nodiscard]] LocalTime deadline() const {
     std::lock_guard lock(m_mutex);
-    return oldest_basis() + m_timing.renew_deadline;
+    return m_book.deadline();
   }
 
   // The last renewal error, for messages ("" when none failed since the last success).
@@ -106,36 +98,11 @@ public:
   [[nodiscard]] int wake_fd() const { return m_wake.get(); }
 
 private:
-  [[nodiscard]] LocalTime oldest_success() const {
-    return *std::min_element(m_last_success_sent.begin(), m_last_success_sent.end());
-  }
-
-  // A renewal whose outcome is unknown, not yet known to be unable to write (see the class comment).
-  struct Pin {
-    std::optional<LocalTime> sent;        // the earliest such renewal's send time
-    Millis bound{0};                      // the longest server bound (maxTimeMS) among them
-    std::optional<LocalTime> clear_after; // set at the first confirmed renewal after them: + bound + 1s
-  };
-
-  // Where lock i's lease counts from: its last confirmed renewal, or an earlier pinned one.
-  [[nodiscard]] LocalTime basis(std::size_t i) const {
-    return m_pins[i].sent ? std::min(*m_pins[i].sent, m_last_success_sent[i]) : m_last_success_sent[i];
-  }
-
-  [[nodiscard]] LocalTime oldest_basis() const {
-    auto oldest = LocalTime::max();
-    for (std::size_t i = 0; i < m_pins.size(); ++i)
-      oldest = std::min(oldest, basis(i));
-    return oldest;
-  }
-
-  // The next renewal: an interval after the oldest confirmed one, or as soon as a pin may be lifted.
-  [[nodiscard]] LocalTime next_renewal() const {
-    auto next = oldest_success() + m_timing.renew_interval;
-    for (const auto& pin : m_pins) {
-      if (pin.sent && pin.clear_after) next = std::min(next, *pin.clear_after);
-    }
-    return next;
+  static std::vector<LocalTime> sent_times(const std::vector<LockRecord>& locks) {
+    std::vector<LocalTime> sent;
+    for (const auto& lock : locks)
+      sent.push_back(lock.sent);
+    return sent;
   }
 
   void loop() {
@@ -143,7 +110,7 @@ private:
     LocalTime next;
     {
       std::lock_guard lock(m_mutex);
-      next = next_renewal();
+      next = m_book.next_renewal();
     }
     for (;;) {
       {
@@ -160,8 +127,8 @@ private:
       LocalTime deadline;
       {
         std::lock_guard lock(m_mutex);
-        next = all_renewed ? next_renewal() : Clock::now() + retry_delay;
-        deadline = oldest_basis() + m_timing.renew_deadline;
+        next = all_renewed ? m_book.next_renewal() : Clock::now() + retry_delay;
+        deadline = m_book.deadline();
       }
       if (all_renewed && m_renewed) m_renewed(deadline);
       if (all_renewed) mark_if_waited();
@@ -183,15 +150,14 @@ private:
   enum class Renewal { renewed, failed, gone };
 
   Renewal renew_one(std::size_t i) {
-    LocalTime last_sent;
+    LocalTime deadline;
     {
       std::lock_guard lock(m_mutex);
       if (m_stop) return Renewal::gone;
-      last_sent = basis(i);
+      deadline = m_book.deadline(i);
     }
     auto& lease = m_locks[i];
     const auto sent = Clock::now();
-    const auto deadline = last_sent + m_timing.renew_deadline;
     if (sent >= deadline) return Renewal::gone; // too late: the lease is lost
     try {
       // The run's connection while it answers; a new one after a failed call, so that a server that failed
@@ -201,7 +167,7 @@ private:
       // of the deadline and mongolock exits soon after its job (ARCHITECTURE.md, "Faults").
       const auto left = std::chrono::floor<Millis>(deadline - sent);
       const auto total = left + m_timing.kill_grace + Millis(500);
-      m_locker.store().reconnect(CallLimits{left, total, server_bound(total)});
+      m_locker.store().reconnect(CallLimits{left, total, m_book.server_bound(total)});
       if (!m_locker.renew(lease, m_timing.ttl, sent)) {
         report_gone(fmt::format("the lock document of '{}' is gone (expired and taken over, or broken with "
                                 "'mongolock break')",
@@ -217,7 +183,6 @@ private:
         return Renewal::gone;
       }
       std::lock_guard lock(m_mutex);
-      m_last_success_sent[i] = sent;
       m_last_error.clear();
       confirmed(i, sent, received);
       m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
@@ -226,34 +191,24 @@ private:
       m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));
       std::lock_guard lock(m_mutex);
       m_last_error = e.what();
-      auto& pin = m_pins[i];
-      pin.sent = pin.sent ? std::min(*pin.sent, sent) : sent;
-      pin.bound = std::max(
-          pin.bound, server_bound(std::chrono::floor<Millis>(deadline - sent) + m_timing.kill_grace + Millis(500)));
-      pin.clear_after.reset();
+      m_book.unknown(
+          i, sent,
+          m_book.server_bound(std::chrono::floor<Millis>(deadline - sent) + m_timing.kill_grace + Millis(500)));
       return Renewal::failed;
     }
-  }
-
-  // The server's bound on a renewal (maxTimeMS): a quarter of the renew interval, at least 1s (a healthy
-  // server answers in milliseconds), at most the call's own limit.
-  [[nodiscard]] Millis server_bound(Millis total) const {
-    return std::min(std::max(m_timing.renew_interval / 4, Millis(1000)), std::max(total, Millis(1)));
   }
 
   // Lock i's renewal sent at `sent` was confirmed at `received` (under m_mutex): the first confirmation
   // after unknown renewals starts their clearing time; one sent after it lifts the pin.
   void confirmed(std::size_t i, LocalTime sent, LocalTime received) {
-    auto& pin = m_pins[i];
-    if (!pin.sent) return;
-    if (!pin.clear_after) {
-      pin.clear_after = received + pin.bound + Millis(1000);
+    const auto state = m_book.state(i);
+    const auto result = m_book.confirmed(i, sent, received);
+    if (result == LeaseBook::Confirmed::clearing && state == LeaseBook::State::pinned) {
       m_log.debugf("lease on '{}' counts from {} ago until a renewal after {} is confirmed (an earlier renewal's "
                    "outcome is unknown)",
-                   m_locks[i].program, format_duration(std::chrono::duration_cast<Millis>(received - *pin.sent)),
-                   format_duration(pin.bound + Millis(1000)));
-    } else if (sent >= *pin.clear_after) {
-      pin = Pin{};
+                   m_locks[i].program, format_duration(std::chrono::duration_cast<Millis>(received - m_book.basis(i))),
+                   format_duration(std::chrono::duration_cast<Millis>(*m_book.clear_after(i) - received)));
+    } else if (result == LeaseBook::Confirmed::lifted) {
       m_log.debugf("lease on '{}': the renewal whose outcome was unknown can no longer be written", m_locks[i].program);
     }
   }
@@ -278,8 +233,7 @@ private:
   bool m_stop = false;
   std::string m_last_error; // its error
   std::string m_gone;
-  std::vector<LocalTime> m_last_success_sent;
-  std::vector<Pin> m_pins; // per lock (under m_mutex)
+  LeaseBook m_book; // under m_mutex
   std::thread m_thread;
 };
 
