@@ -1,4 +1,5 @@
 #include <mongolock/error.hpp>
+#include <mongolock/lease_book.hpp>
 #include <mongolock/supervisor.hpp>
 
 #include <fmt/format.h>
@@ -44,25 +45,16 @@ private:
 // Every renewal is bounded by the deadline (plus the kill grace + 0.5s for the command), on the run's
 // connection while it answers and on a new one after a failure, so the thread never outlives the job by
 // much, and a failed server is tried again at once.
-// A renewal whose outcome is unknown (an error or timeout: the server may have applied it, or may still be
-// working on it) pins the lease: until it can no longer be written, the deadline counts from its send time
-// as if it were the last renewal the document will hold. On servers whose updates read, then write
-// (FerretDB v1) such a renewal could otherwise write its older expiry after a newer renewal succeeded. It
-// can no longer be written once a later renewal has been confirmed and the renewal's server bound
-// (maxTimeMS) plus 1s has passed since that confirmation: the server aborts a renewal past its maxTimeMS,
-// and a renewal read after the newer one was written matches nothing (renewed_at only grows). The next
-// renewal after that, once confirmed, lifts the pin (ARCHITECTURE.md, "Who writes a lock document").
+// The lease decisions (deadline, next renewal, a renewal whose outcome is unknown pinning the lease) are
+// LeaseBook's; this class sends the renewals and feeds it their outcomes.
 // After each successful renewal, `renewed` gets the new deadline (the guardian's watchdog).
 class Heartbeat {
 public:
   Heartbeat(Locker& locker, std::vector<LockRecord>& locks, const LeaseTiming& timing, const Log& log,
             std::function<void(LocalTime)> renewed)
       : m_locker(locker), m_locks(locks), m_timing(timing), m_log(log), m_renewed(std::move(renewed)),
-        m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+        m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), m_book(sent_times(locks), timing) {
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
-    for (const auto& lock : locks)
-      m_last_success_sent.push_back(lock.sent);
-    m_pins.resize(locks.size());
     m_thread = std::thread([this] { loop(); });
   }
 
@@ -78,7 +70,7 @@ public:
   // When the lease counts as lost unless a renewal succeeds first: the earliest over all locks.
   [[nodiscard]] LocalTime deadline() const {
     std::lock_guard lock(m_mutex);
-    return oldest_basis() + m_timing.renew_deadline;
+    return m_book.deadline();
   }
 
   // The last renewal error, for messages ("" when none failed since the last success).
@@ -106,36 +98,11 @@ public:
   [[nodiscard]] int wake_fd() const { return m_wake.get(); }
 
 private:
-  [[nodiscard]] LocalTime oldest_success() const {
-    return *std::min_element(m_last_success_sent.begin(), m_last_success_sent.end());
-  }
-
-  // A renewal whose outcome is unknown, not yet known to be unable to write (see the class comment).
-  struct Pin {
-    std::optional<LocalTime> sent;        // the earliest such renewal's send time
-    Millis bound{0};                      // the longest server bound (maxTimeMS) among them
-    std::optional<LocalTime> clear_after; // set at the first confirmed renewal after them: + bound + 1s
-  };
-
-  // Where lock i's lease counts from: its last confirmed renewal, or an earlier pinned one.
-  [[nodiscard]] LocalTime basis(std::size_t i) const {
-    return m_pins[i].sent ? std::min(*m_pins[i].sent, m_last_success_sent[i]) : m_last_success_sent[i];
-  }
-
-  [[nodiscard]] LocalTime oldest_basis() const {
-    auto oldest = LocalTime::max();
-    for (std::size_t i = 0; i < m_pins.size(); ++i)
-      oldest = std::min(oldest, basis(i));
-    return oldest;
-  }
-
-  // The next renewal: an interval after the oldest confirmed one, or as soon as a pin may be lifted.
-  [[nodiscard]] LocalTime next_renewal() const {
-    auto next = oldest_success() + m_timing.renew_interval;
-    for (const auto& pin : m_pins) {
-      if (pin.sent && pin.clear_after) next = std::min(next, *pin.clear_after);
-    }
-    return next;
+  static std::vector<LocalTime> sent_times(const std::vector<LockRecord>& locks) {
+    std::vector<LocalTime> sent;
+    for (const auto& lock : locks)
+      sent.push_back(lock.sent);
+    return sent;
   }
 
   void loop() {
@@ -143,7 +110,7 @@ private:
     LocalTime next;
     {
       std::lock_guard lock(m_mutex);
-      next = next_renewal();
+      next = m_book.next_renewal();
     }
     for (;;) {
       {
@@ -160,8 +127,8 @@ private:
       LocalTime deadline;
       {
         std::lock_guard lock(m_mutex);
-        next = all_renewed ? next_renewal() : Clock::now() + retry_delay;
-        deadline = oldest_basis() + m_timing.renew_deadline;
+        next = all_renewed ? m_book.next_renewal() : Clock::now() + retry_delay;
+        deadline = m_book.deadline();
       }
       if (all_renewed && m_renewed) m_renewed(deadline);
       if (all_renewed) mark_if_waited();
@@ -183,15 +150,14 @@ private:
   enum class Renewal { renewed, failed, gone };
 
   Renewal renew_one(std::size_t i) {
-    LocalTime last_sent;
+    LocalTime deadline;
     {
       std::lock_guard lock(m_mutex);
       if (m_stop) return Renewal::gone;
-      last_sent = basis(i);
+      deadline = m_book.deadline(i);
     }
     auto& lease = m_locks[i];
     const auto sent = Clock::now();
-    const auto deadline = last_sent + m_timing.renew_deadline;
     if (sent >= deadline) return Renewal::gone; // too late: the lease is lost
     try {
       // The run's connection while it answers; a new one after a failed call, so that a server that failed
@@ -201,7 +167,7 @@ private:
       // of the deadline and mongolock exits soon after its job (ARCHITECTURE.md, "Faults").
       const auto left = std::chrono::floor<Millis>(deadline - sent);
       const auto total = left + m_timing.kill_grace + Millis(500);
-      m_locker.store().reconnect(CallLimits{left, total, server_bound(total)});
+      m_locker.store().reconnect(CallLimits{left, total, m_book.server_bound(total)});
       if (!m_locker.renew(lease, m_timing.ttl, sent)) {
         report_gone(fmt::format("the lock document of '{}' is gone (expired and taken over, or broken with "
                                 "'mongolock break')",
@@ -217,7 +183,6 @@ private:
         return Renewal::gone;
       }
       std::lock_guard lock(m_mutex);
-      m_last_success_sent[i] = sent;
       m_last_error.clear();
       confirmed(i, sent, received);
       m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
@@ -226,34 +191,24 @@ private:
       m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));
       std::lock_guard lock(m_mutex);
       m_last_error = e.what();
-      auto& pin = m_pins[i];
-      pin.sent = pin.sent ? std::min(*pin.sent, sent) : sent;
-      pin.bound = std::max(
-          pin.bound, server_bound(std::chrono::floor<Millis>(deadline - sent) + m_timing.kill_grace + Millis(500)));
-      pin.clear_after.reset();
+      m_book.unknown(
+          i, sent,
+          m_book.server_bound(std::chrono::floor<Millis>(deadline - sent) + m_timing.kill_grace + Millis(500)));
       return Renewal::failed;
     }
-  }
-
-  // The server's bound on a renewal (maxTimeMS): a quarter of the renew interval, at least 1s (a healthy
-  // server answers in milliseconds), at most the call's own limit.
-  [[nodiscard]] Millis server_bound(Millis total) const {
-    return std::min(std::max(m_timing.renew_interval / 4, Millis(1000)), std::max(total, Millis(1)));
   }
 
   // Lock i's renewal sent at `sent` was confirmed at `received` (under m_mutex): the first confirmation
   // after unknown renewals starts their clearing time; one sent after it lifts the pin.
   void confirmed(std::size_t i, LocalTime sent, LocalTime received) {
-    auto& pin = m_pins[i];
-    if (!pin.sent) return;
-    if (!pin.clear_after) {
-      pin.clear_after = received + pin.bound + Millis(1000);
+    const auto state = m_book.state(i);
+    const auto result = m_book.confirmed(i, sent, received);
+    if (result == LeaseBook::Confirmed::clearing && state == LeaseBook::State::pinned) {
       m_log.debugf("lease on '{}' counts from {} ago until a renewal after {} is confirmed (an earlier renewal's "
                    "outcome is unknown)",
-                   m_locks[i].program, format_duration(std::chrono::duration_cast<Millis>(received - *pin.sent)),
-                   format_duration(pin.bound + Millis(1000)));
-    } else if (sent >= *pin.clear_after) {
-      pin = Pin{};
+                   m_locks[i].program, format_duration(std::chrono::duration_cast<Millis>(received - m_book.basis(i))),
+                   format_duration(std::chrono::duration_cast<Millis>(*m_book.clear_after(i) - received)));
+    } else if (result == LeaseBook::Confirmed::lifted) {
       m_log.debugf("lease on '{}': the renewal whose outcome was unknown can no longer be written", m_locks[i].program);
     }
   }
@@ -278,8 +233,7 @@ private:
   bool m_stop = false;
   std::string m_last_error; // its error
   std::string m_gone;
-  std::vector<LocalTime> m_last_success_sent;
-  std::vector<Pin> m_pins; // per lock (under m_mutex)
+  LeaseBook m_book; // under m_mutex
   std::thread m_thread;
 };
 
@@ -296,6 +250,239 @@ int poll_timeout_ms(LocalTime now, LocalTime until) {
   return static_cast<int>(std::clamp<Millis::rep>(ms, 0, 60'000));
 }
 
+// Supervision of one run's job: a state machine on the main thread, woken by signals, the heartbeat
+// (a lease gone), the guardian's reports and its own timers; time only from LeaseClock::now().
+//   holding  -> lost      the lease check fails (deadline passed, watchdog fired, lock gone, or the job was
+//                         stopped past the deadline); on_lost applies
+//   holding  -> stopping  --timeout ran out (SIGTERM, SIGKILL after --kill-after); the lease is still renewed
+//   stopping -> lost      as from holding
+//   any      -> ended     the whole job has ended (the guardian was reaped)
+class Supervisor {
+public:
+  enum class State { holding, stopping, lost, ended };
+
+  Supervisor(Locker& locker, std::vector<LockRecord>& locks, Child& child, const SignalBlock& signals,
+             const RunPolicy& policy, const Log& log)
+      : m_child(child), m_policy(policy), m_log(log), m_signal_fd(open_signal_fd(signals)),
+        m_watchdog(policy.on_lost != OnLost::ignore), m_heartbeat(locker, locks, policy.lease, log,
+                                                                  [this](LocalTime deadline) {
+                                                                    if (m_watchdog) m_child.extend_deadline(deadline);
+                                                                  }),
+        m_names(lock_names(locks)), m_started(Clock::now()),
+        m_timeout_at(policy.timeout ? m_started + *policy.timeout : LocalTime::max()), m_slept_from(m_started),
+        m_planned_wake(m_started), m_woke(m_started) {}
+
+  RunOutcome run() {
+    while (m_state != State::ended) {
+      check_lease();
+      if (reap()) break;
+      warn_unkillable();
+      if (m_child_state.state == Child::WaitResult::stopped) {
+        on_job_stopped();
+        continue;
+      }
+      const auto now = Clock::now();
+      on_timers(now);
+      sleep(now);
+      check_lease(); // before anything read now can count
+      forward_signals();
+    }
+    m_heartbeat.stop();
+    return m_outcome;
+  }
+
+  [[nodiscard]] State state() const { return m_state; }
+
+private:
+  // The signalfd of the blocked signals, before the heartbeat thread starts.
+  static int open_signal_fd(const SignalBlock& signals) {
+    const int fd = signalfd(-1, &signals.blocked(), SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd < 0) throw internal_error(fmt::format("signalfd failed: {}", std::strerror(errno)));
+    return fd;
+  }
+
+  // The lease first, on every pass (also the first after a stop): whatever else happened meanwhile.
+  void check_lease() {
+    if (m_outcome.lease_lost) return;
+    const auto now = Clock::now();
+    const auto deadline = m_heartbeat.deadline();
+    const auto fired = m_watchdog ? m_child.watchdog_fired() : std::nullopt;
+    // A job that ended before the deadline ended within its lease, even if mongolock (stopped meanwhile)
+    // only learns it after the deadline: not a lost lease.
+    if (const auto ended = m_child.job_ended(); ended && *ended < deadline && !fired) return;
+    auto reason = m_heartbeat.gone();
+    if (reason.empty() && (now >= deadline || fired)) reason = ran_out(now, deadline);
+    if (reason.empty()) return;
+    lose(reason, now, deadline, fired);
+  }
+
+  // Why the lease ran out (no renewal in time, a stop of mongolock, or the guardian's watchdog first).
+  std::string ran_out(LocalTime now, LocalTime deadline) {
+    m_outcome.ran_out = true;
+    if (m_woke - m_planned_wake > Millis(500) && deadline <= m_woke) {
+      m_outcome.stalled = true;
+      return fmt::format("mongolock was stopped or starved of CPU for {} and the lease's renew deadline passed "
+                         "meanwhile (no renewal could be sent)",
+                         format_duration(std::chrono::duration_cast<Millis>(m_woke - m_slept_from)));
+    }
+    if (now >= deadline) {
+      const auto error = m_heartbeat.last_error();
+      return fmt::format("no renewal succeeded within {}{}", format_duration(m_policy.lease.renew_deadline),
+                         error.empty() ? "" : fmt::format(" (last error: {})", error));
+    }
+    return "the guardian's deadline passed before the last renewal reached it";
+  }
+
+  // holding/stopping -> lost: stops renewing and applies --on-lost.
+  void lose(const std::string& reason, LocalTime now, LocalTime deadline, std::optional<LocalTime> fired) {
+    m_outcome.lease_lost = true;
+    m_state = State::lost;
+    m_heartbeat.give_up();
+    const auto fired_at = fired.value_or(now);
+    const auto by_guardian = [&] {
+      return fmt::format("the guardian stopped the command at the deadline, {} ago",
+                         format_duration(std::chrono::duration_cast<Millis>(now - fired_at)));
+    };
+    switch (m_policy.on_lost) {
+    case OnLost::term: {
+      // The SIGKILL is due at deadline + kill grace, also when mongolock only notices later (stopped,
+      // starved): then the job is killed at once, since the lease may already have ended.
+      const auto grace = std::clamp(std::chrono::duration_cast<Millis>(deadline + m_policy.lease.kill_grace - now),
+                                    Millis(0), m_policy.lease.kill_grace);
+      m_log.error(fmt::format("lease on {} lost: {}; {} ({})", m_names, reason,
+                              fired ? by_guardian() : "stopping the command",
+                              grace > Millis(0) ? fmt::format("SIGTERM, SIGKILL after {}", format_duration(grace))
+                                                : std::string("SIGKILL: the kill grace had passed too")));
+      m_child.stop_job(grace);
+      break;
+    }
+    case OnLost::kill:
+      m_log.error(
+          fmt::format("lease on {} lost: {}; {}", m_names, reason, fired ? by_guardian() : "killing the command"));
+      m_child.kill_job();
+      break;
+    case OnLost::ignore:
+      m_log.error(fmt::format("lease on {} lost: {}; the command keeps running (--on-lost ignore) and may "
+                              "overlap another holder",
+                              m_names, reason));
+      break;
+    }
+  }
+
+  // -> ended when the whole job has ended (the guardian reaped): true then.
+  bool reap() {
+    m_child_state = m_child.try_wait();
+    if (m_child_state.state != Child::WaitResult::exited) return false;
+    m_outcome.command_status = m_child_state.exit_code;
+    m_outcome.command_signal = m_child_state.signal;
+    if (m_child.orphans_killed() > 0) {
+      m_log.warning(fmt::format("the guardian was killed (status {}); killed what it left of the job before "
+                                "releasing",
+                                m_child_state.exit_code));
+    }
+    m_state = State::ended;
+    return true;
+  }
+
+  void warn_unkillable() {
+    if (m_told_unkillable) return;
+    const auto pid = m_child.unkillable();
+    if (!pid) return;
+    m_told_unkillable = true;
+    m_log.error(fmt::format("cannot kill process {} of the job: it runs as another user (a setuid program?) and "
+                            "mongolock may not signal it; waiting for it to end{}",
+                            *pid,
+                            m_outcome.lease_lost ? "; it may run beside the next holder"
+                                                 : ", the lease is renewed meanwhile (run --no-new-privs keeps a "
+                                                   "job killable)"));
+  }
+
+  // Job control (Ctrl-Z, or a background job reading the terminal): the whole job is stopped before
+  // mongolock stops, so nothing of it runs while nothing renews the lease. Continued after the lease
+  // deadline, the job is killed, never continued (-> lost): another holder may already be running.
+  void on_job_stopped() {
+    m_log.debugf("the job stopped; stopping mongolock until it is continued (the lease is not renewed meanwhile)");
+    m_child.suspend();
+    if (!m_outcome.lease_lost && Clock::now() >= m_heartbeat.deadline() && m_policy.on_lost != OnLost::ignore) {
+      m_outcome.lease_lost = true;
+      m_outcome.ran_out = true;
+      m_state = State::lost;
+      m_heartbeat.give_up();
+      m_log.error(fmt::format("lease on {} lost while the job was stopped; killing it", m_names));
+      m_child.kill_job();
+    } else {
+      m_child.resume();
+    }
+    m_slept_from = m_planned_wake = m_woke = Clock::now();
+  }
+
+  // --timeout (holding -> stopping) and the SIGKILL after a SIGTERM.
+  void on_timers(LocalTime now) {
+    if (!m_outcome.timed_out && now >= m_timeout_at) {
+      m_outcome.timed_out = true;
+      if (m_state == State::holding) m_state = State::stopping;
+      m_log.error(fmt::format("command ran longer than --timeout {}; stopping it (SIGTERM, SIGKILL after {})",
+                              format_duration(*m_policy.timeout), format_duration(m_policy.kill_after)));
+      m_child.signal(SIGTERM);
+      const auto at = Clock::now() + m_policy.kill_after;
+      m_kill_at = m_kill_at ? std::min(*m_kill_at, at) : at;
+    }
+    if (m_kill_at && now >= *m_kill_at) {
+      m_log.info("the job still runs after SIGTERM; sending SIGKILL to all of it");
+      m_child.kill_job();
+      m_kill_at.reset();
+    }
+  }
+
+  // Sleeps until the next timer or event, at most 500ms, so that a wake-up long after the planned one
+  // measures a stop of mongolock (SIGSTOP, a frozen cgroup) or CPU starvation.
+  void sleep(LocalTime now) {
+    auto wake_at = now + Millis(500);
+    if (!m_outcome.lease_lost) wake_at = std::min(wake_at, m_heartbeat.deadline());
+    if (m_kill_at) wake_at = std::min(wake_at, *m_kill_at);
+    if (!m_outcome.timed_out) wake_at = std::min(wake_at, m_timeout_at);
+    pollfd fds[3] = {
+        {m_signal_fd.get(), POLLIN, 0}, {m_heartbeat.wake_fd(), POLLIN, 0}, {m_child.report_fd(), POLLIN, 0}};
+    m_slept_from = now;
+    m_planned_wake = std::max(now, wake_at);
+    if (poll(fds, 3, poll_timeout_ms(now, wake_at)) < 0 && errno != EINTR) {
+      throw internal_error(fmt::format("poll failed: {}", std::strerror(errno)));
+    }
+    m_woke = Clock::now();
+  }
+
+  void forward_signals() {
+    signalfd_siginfo info{};
+    while (read(m_signal_fd.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      const int signo = static_cast<int>(info.ssi_signo);
+      if (signo == SIGCHLD || signo == SIGTTOU || signo == SIGTTIN) continue;
+      m_log.debugf("forwarding signal {} ({}) to the command", signo, sigabbrev_np(signo));
+      m_child.signal(signo);
+    }
+    std::uint64_t counter = 0;
+    [[maybe_unused]] const auto n = read(m_heartbeat.wake_fd(), &counter, sizeof counter);
+  }
+
+  Child& m_child;
+  const RunPolicy& m_policy;
+  const Log& m_log;
+  Fd m_signal_fd;
+  const bool m_watchdog;
+  Heartbeat m_heartbeat;
+  const std::string m_names;
+  State m_state = State::holding;
+  RunOutcome m_outcome;
+  Child::WaitResult m_child_state{};
+  const LocalTime m_started;
+  const LocalTime m_timeout_at;
+  std::optional<LocalTime> m_kill_at;
+  // When the loop last went to sleep, was planned to wake up, and woke up.
+  LocalTime m_slept_from;
+  LocalTime m_planned_wake;
+  LocalTime m_woke;
+  bool m_told_unkillable = false;
+};
+
 } // namespace
 
 LocalTime lease_deadline([[maybe_unused]] LockStore& store, const std::vector<LockRecord>& locks,
@@ -308,167 +495,8 @@ LocalTime lease_deadline([[maybe_unused]] LockStore& store, const std::vector<Lo
 
 RunOutcome supervise(Locker& locker, std::vector<LockRecord>& locks, Child& child, const SignalBlock& signals,
                      const RunPolicy& policy, const Log& log) {
-  Fd signal_fd(signalfd(-1, &signals.blocked(), SFD_CLOEXEC | SFD_NONBLOCK));
-  if (signal_fd.get() < 0) throw internal_error(fmt::format("signalfd failed: {}", std::strerror(errno)));
-  const bool watchdog = policy.on_lost != OnLost::ignore;
-  Heartbeat heartbeat(locker, locks, policy.lease, log, [&child, watchdog](LocalTime deadline) {
-    if (watchdog) child.extend_deadline(deadline);
-  });
-  const auto names = lock_names(locks);
-
-  RunOutcome outcome;
-  const auto started = Clock::now();
-  const auto timeout_at = policy.timeout ? started + *policy.timeout : LocalTime::max();
-  std::optional<LocalTime> kill_at;
-  const auto stop_command = [&](Millis grace) {
-    child.signal(SIGTERM);
-    const auto at = Clock::now() + grace;
-    kill_at = kill_at ? std::min(*kill_at, at) : at;
-  };
-  // When the main loop last went to sleep and woke up: a wake-up far later than planned means mongolock
-  // was stopped (SIGSTOP, a frozen cgroup) or starved of CPU meanwhile.
-  auto slept_from = started;
-  auto planned_wake = started;
-  auto woke = started;
-
-  // The lease first, on every pass (also the first after a stop): whatever else happened meanwhile.
-  const auto check_lease = [&] {
-    if (outcome.lease_lost) return;
-    const auto now = Clock::now();
-    const auto deadline = heartbeat.deadline();
-    const auto fired = watchdog ? child.watchdog_fired() : std::nullopt;
-    // A job that ended before the deadline ended within its lease, even if mongolock (stopped meanwhile)
-    // only learns it after the deadline: not a lost lease.
-    if (const auto ended = child.job_ended(); ended && *ended < deadline && !fired) return;
-    auto reason = heartbeat.gone();
-    if (reason.empty() && (now >= deadline || fired)) {
-      outcome.ran_out = true;
-      const bool stalled = woke - planned_wake > Millis(500) && deadline <= woke;
-      if (stalled) {
-        outcome.stalled = true;
-        reason = fmt::format("mongolock was stopped or starved of CPU for {} and the lease's renew deadline passed "
-                             "meanwhile (no renewal could be sent)",
-                             format_duration(std::chrono::duration_cast<Millis>(woke - slept_from)));
-      } else if (now >= deadline) {
-        const auto error = heartbeat.last_error();
-        reason = fmt::format("no renewal succeeded within {}{}", format_duration(policy.lease.renew_deadline),
-                             error.empty() ? "" : fmt::format(" (last error: {})", error));
-      } else {
-        reason = "the guardian's deadline passed before the last renewal reached it";
-      }
-    }
-    if (reason.empty()) return;
-    outcome.lease_lost = true;
-    heartbeat.give_up();
-    const auto fired_at = fired.value_or(now);
-    const auto by_guardian = [&] {
-      return fmt::format("the guardian stopped the command at the deadline, {} ago",
-                         format_duration(std::chrono::duration_cast<Millis>(now - fired_at)));
-    };
-    switch (policy.on_lost) {
-    case OnLost::term: {
-      // The SIGKILL is due at deadline + kill grace, also when mongolock only notices later (stopped,
-      // starved): then the job is killed at once, since the lease may already have ended.
-      const auto grace = std::clamp(std::chrono::duration_cast<Millis>(deadline + policy.lease.kill_grace - now),
-                                    Millis(0), policy.lease.kill_grace);
-      log.error(fmt::format("lease on {} lost: {}; {} ({})", names, reason,
-                            fired ? by_guardian() : "stopping the command",
-                            grace > Millis(0) ? fmt::format("SIGTERM, SIGKILL after {}", format_duration(grace))
-                                              : std::string("SIGKILL: the kill grace had passed too")));
-      child.stop_job(grace);
-      break;
-    }
-    case OnLost::kill:
-      log.error(fmt::format("lease on {} lost: {}; {}", names, reason, fired ? by_guardian() : "killing the command"));
-      child.kill_job();
-      break;
-    case OnLost::ignore:
-      log.error(fmt::format("lease on {} lost: {}; the command keeps running (--on-lost ignore) and may "
-                            "overlap another holder",
-                            names, reason));
-      break;
-    }
-  };
-
-  bool told_unkillable = false;
-  for (;;) {
-    check_lease();
-    const auto state = child.try_wait();
-    if (state.state == Child::WaitResult::exited) {
-      outcome.command_status = state.exit_code;
-      outcome.command_signal = state.signal;
-      if (child.orphans_killed() > 0) {
-        log.warning(fmt::format("the guardian was killed (status {}); killed what it left of the job before "
-                                "releasing",
-                                state.exit_code));
-      }
-      break;
-    }
-    if (const auto pid = told_unkillable ? std::nullopt : child.unkillable()) {
-      told_unkillable = true;
-      log.error(fmt::format("cannot kill process {} of the job: it runs as another user (a setuid program?) and "
-                            "mongolock may not signal it; waiting for it to end{}",
-                            *pid,
-                            outcome.lease_lost ? "; it may run beside the next holder"
-                                               : ", the lease is renewed meanwhile (run --no-new-privs keeps a job "
-                                                 "killable)"));
-    }
-    if (state.state == Child::WaitResult::stopped) {
-      // Job control (Ctrl-Z, or a background job reading the terminal): the whole job is stopped before
-      // mongolock stops, so nothing of it runs while nothing renews the lease. Continued after the lease
-      // deadline, the job is killed, never continued: another holder may already be running.
-      log.debugf("the job stopped; stopping mongolock until it is continued (the lease is not renewed meanwhile)");
-      child.suspend();
-      if (!outcome.lease_lost && Clock::now() >= heartbeat.deadline() && policy.on_lost != OnLost::ignore) {
-        outcome.lease_lost = true;
-        outcome.ran_out = true;
-        heartbeat.give_up();
-        log.error(fmt::format("lease on {} lost while the job was stopped; killing it", names));
-        child.kill_job();
-      } else {
-        child.resume();
-      }
-      slept_from = planned_wake = woke = Clock::now();
-      continue;
-    }
-    const auto now = Clock::now();
-    if (!outcome.timed_out && now >= timeout_at) {
-      outcome.timed_out = true;
-      log.error(fmt::format("command ran longer than --timeout {}; stopping it (SIGTERM, SIGKILL after {})",
-                            format_duration(*policy.timeout), format_duration(policy.kill_after)));
-      stop_command(policy.kill_after);
-    }
-    if (kill_at && now >= *kill_at) {
-      log.info("the job still runs after SIGTERM; sending SIGKILL to all of it");
-      child.kill_job();
-      kill_at.reset();
-    }
-
-    // At most 500ms of sleep, so that a wake-up long after the planned one measures a stop.
-    auto wake_at = now + Millis(500);
-    if (!outcome.lease_lost) wake_at = std::min(wake_at, heartbeat.deadline());
-    if (kill_at) wake_at = std::min(wake_at, *kill_at);
-    if (!outcome.timed_out) wake_at = std::min(wake_at, timeout_at);
-    pollfd fds[3] = {{signal_fd.get(), POLLIN, 0}, {heartbeat.wake_fd(), POLLIN, 0}, {child.report_fd(), POLLIN, 0}};
-    slept_from = now;
-    planned_wake = std::max(now, wake_at);
-    if (poll(fds, 3, poll_timeout_ms(now, wake_at)) < 0 && errno != EINTR) {
-      throw internal_error(fmt::format("poll failed: {}", std::strerror(errno)));
-    }
-    woke = Clock::now();
-    check_lease(); // before anything read now can count
-    signalfd_siginfo info{};
-    while (read(signal_fd.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      const int signo = static_cast<int>(info.ssi_signo);
-      if (signo == SIGCHLD || signo == SIGTTOU || signo == SIGTTIN) continue;
-      log.debugf("forwarding signal {} ({}) to the command", signo, sigabbrev_np(signo));
-      child.signal(signo);
-    }
-    std::uint64_t counter = 0;
-    [[maybe_unused]] const auto n = read(heartbeat.wake_fd(), &counter, sizeof counter);
-  }
-  heartbeat.stop();
-  return outcome;
+  Supervisor supervisor(locker, locks, child, signals, policy, log);
+  return supervisor.run();
 }
 
 } // namespace mongolock

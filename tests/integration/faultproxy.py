@@ -26,6 +26,17 @@ Standard library only (asyncio).
                       handshake's hello, or the hello's reply) MS milliseconds late; the rest passes:
                       a lopsided round trip that throws off the client's estimate of the server's
                       clock (a late request: the estimate runs ahead; a late reply: it lags)
+          stale-renewal MS
+                      a renewal written back late, as on a server whose updates read the document, then
+                      write it back whole by _id (FerretDB v1): the next lease renewal (a request whose
+                      filter has renewed_at: {$lt: ...}) is kept back, unanswered, and its client
+                      connection reset MS milliseconds later (the holder sees an error: outcome unknown).
+                      Right after the reply to the holder's next renewal has been forwarded, the kept one
+                      is sent to the server on a connection of the proxy's own, its filter's $lt turned
+                      into $gt: it matches the document the newer renewal wrote, as the kept renewal's
+                      read would have matched it before that write, and writes its older expiry over the
+                      newer one. Logs "stale renewal written back: n=N" (N documents matched). The mode
+                      is unchanged; one renewal per command
           status      print the mode and the number of open connections
 """
 import asyncio
@@ -54,6 +65,15 @@ def reset(writer):
     writer.transport.abort()
 
 
+def renewal_filter_at(message):
+    """Offset of the "$lt" of a lease renewal's renewed_at filter in MESSAGE, or -1."""
+    at = message.find(b"\x03renewed_at\x00")
+    if at < 0:
+        return -1
+    lt = message.find(b"\x09$lt\x00", at, at + 40)
+    return lt + 1 if lt >= 0 else -1
+
+
 class Proxy:
     def __init__(self, upstream_port):
         self.upstream_port = upstream_port
@@ -64,6 +84,8 @@ class Proxy:
         self.connections = set()  # open Connection objects
         self.serial = 0
         self.lag_first = None  # (direction, seconds) for the next connection accepted
+        self.stale = None  # stale-renewal: {"reset_s": seconds, "kept": message or None}
+
 
     def set_mode(self, mode, delay_ms=0):
         self.mode = mode
@@ -102,6 +124,10 @@ class Proxy:
             self.lag_first = (words[1], int(words[2]) / 1000)
             log(f"next connection: first {words[1]} {words[2]} ms late")
             return f"ok lag-first {words[1]} {words[2]}"
+        elif len(words) == 2 and words[0] == "stale-renewal" and words[1].isdigit():
+            self.stale = {"reset_s": int(words[1]) / 1000, "kept": None}
+            log(f"stale-renewal: the next renewal is kept back, its client reset after {words[1]} ms")
+            return f"ok stale-renewal {words[1]}"
         elif words == ["status"]:
             pass
         else:
@@ -144,9 +170,9 @@ class Connection:
         queue_up, queue_down = asyncio.Queue(), asyncio.Queue()
         self.tasks = [
             asyncio.ensure_future(self.read(self.client[0], queue_up)),
-            asyncio.ensure_future(self.write(queue_up, self.server[1], self.lag_of("request"))),
+            asyncio.ensure_future(self.write(queue_up, self.server[1], self.lag_of("request"), "request")),
             asyncio.ensure_future(self.read(self.server[0], queue_down)),
-            asyncio.ensure_future(self.write(queue_down, self.client[1], self.lag_of("reply"))),
+            asyncio.ensure_future(self.write(queue_down, self.client[1], self.lag_of("reply"), "reply")),
         ]
         # The connection ends when one side closes (and what it sent before was delivered) or on reset.
         done, pending = await asyncio.wait(self.tasks[1::2], return_when=asyncio.FIRST_COMPLETED)
@@ -169,7 +195,25 @@ class Connection:
     def lag_of(self, direction):
         return self.lag_first[1] if self.lag_first and self.lag_first[0] == direction else 0.0
 
-    async def write(self, queue, writer, first_lag=0.0):
+    def stale_renewal(self, direction, data):
+        """stale-renewal: True when DATA (a request) is the renewal to keep back; notes the next one
+        forwarded, and writes the kept one back once that one's reply has been forwarded."""
+        stale = self.proxy.stale
+        if stale is None:
+            return False
+        if direction == "request" and renewal_filter_at(data) >= 0:
+            if stale["kept"] is None:
+                stale["kept"] = data
+                log(f"#{self.serial} stale-renewal: renewal kept back ({len(data)} bytes)")
+                asyncio.get_running_loop().call_later(stale["reset_s"], self.reset)
+                return True
+            stale["next"] = self
+        elif direction == "reply" and stale.get("next") is self:
+            self.proxy.stale = None
+            asyncio.ensure_future(write_back(self.proxy.upstream_port, stale["kept"]))
+        return False
+
+    async def write(self, queue, writer, first_lag=0.0, direction=None):
         proxy = self.proxy
         while True:
             arrived, data = await queue.get()
@@ -184,11 +228,34 @@ class Connection:
                 await asyncio.sleep(wait)  # the mode may change meanwhile: look again
             if not data:
                 return
+            if self.stale_renewal(direction, data):
+                continue
             try:
                 writer.write(data)
                 await writer.drain()
             except OSError:
                 return
+
+
+async def write_back(upstream_port, message):
+    """Sends the kept renewal MESSAGE (one OP_MSG) with its renewed_at filter's $lt turned into $gt on a
+    new connection, and logs how many documents its reply says it matched."""
+    at = renewal_filter_at(message)
+    message = message[:at] + b"$gt" + message[at + 3:]
+    n = "?"
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", upstream_port)
+        writer.write(message)
+        await writer.drain()
+        header = await reader.readexactly(4)
+        reply = header + await reader.readexactly(struct.unpack("<i", header)[0] - 4)
+        key = reply.find(b"\x10n\x00")
+        if key >= 0:
+            n = struct.unpack("<i", reply[key + 3:key + 7])[0]
+        writer.transport.abort()
+    except (OSError, asyncio.IncompleteReadError) as e:
+        log(f"stale-renewal: write-back failed: {e}")
+    log(f"stale renewal written back: n={n}")
 
 
 async def serve(port_file, upstream_port, control_dir):

@@ -14,6 +14,12 @@
 #    its lease had ended. Now the renew deadline bounds the start: a run stopped between its insert of
 #    the first name and the spawn, long enough for another host to take that name over, exits 76
 #    without starting its job; so does one whose acquisition is slower than the renew deadline.
+# 3. A renewal whose outcome is unknown (its reply lost) may still be running on a server whose updates
+#    read, then write back by _id, and write its older expiry over a newer renewal's. Now such a renewal
+#    pins the lease to its send time until it can no longer be written (ARCHITECTURE.md, "Who writes a
+#    lock document"). The proxy keeps one renewal back, fails it on the holder's side, and writes it back
+#    (filter as at the newer renewal's read) right after the next renewal was answered; then the holder is
+#    cut off and a waiter takes over at the rolled-back expiry: no overlap.
 # Each case runs several times: the holes were timing races, and a regression must show.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$ITEST_DIR/faults.sh"
@@ -27,7 +33,7 @@ before_acquired() { sed -n "1,/acquired lock '/p" "$T/$1.err"; }
 # with head waiter b queued; cut a off at once after its renewal: a exits 76 with its job dead before
 # its lease ends, b takes over, no overlap, and b wrote nothing to the locks collection while waiting.
 partition_after_a_renewal_with_a_waiter() {
-  local name a round held lease_end job_end
+  local name a round held job_end
   need_other_host
   server_start
   proxy_start
@@ -60,6 +66,41 @@ partition_after_a_renewal_with_a_waiter() {
     result "round $round: partition right after a renewal, a head waiter queued: overlap ${OVERLAP_MS}ms," \
       "exit a=76 b=0, job dead $((job_end - held))ms into the partition, $((lease_end - job_end))ms before" \
       "the lease end; the waiter wrote no lock document"
+  done
+}
+
+# Holder a (--ttl 10s, renew every 2s, renew deadline 6s, kill grace 3s, a job that ignores SIGTERM),
+# head waiter b: a's first renewal (sent at S) is kept back by the proxy and a's connection reset 2.5 s
+# later; a retries at about S + 3 s; right after that renewal is answered the kept one is written over it
+# (the document's expiry goes back to S + TTL); then a is cut off. Counting from the confirmed renewal, a
+# would stop its job at S + 3 + 6 + 3 s, after b takes over at S + 10 + 0.5 s: a counts from S instead.
+unknown_renewal_written_late() {
+  local name a round held job_end
+  need_other_host
+  server_start
+  proxy_start
+  for ((round = 1; round <= REPEATS; round++)); do
+    name=$(lock_name "u$round")
+    : >"$HOLDERS"
+    rm -f "$T/a.exit_ms"
+    : >"$T/proxy.log"
+    JOB_OPTIONS=--ignore-term start_holder a "$PROXY_URI" "$name" 60 \
+      --ttl 10s --renew-interval 2s --renew-deadline 6s --kill-grace 3s
+    a=$HOLDER_PID
+    wait_acquired a
+    proxy stale-renewal 2500
+    start_contender b "$name" 1 --ttl 10s
+    wait_until 20 grep -q "stale renewal written back" "$T/proxy.log"
+    proxy hold
+    held=$(now_ms)
+    assert_contains "$T/proxy.log" "stale renewal written back: n=1"
+    expect_exit_code 76 "$a" a 30
+    job_end=$(job_last_ms "$HOST")
+    expect_exit_code 0 "$CONTENDER_PID" b 40
+    proxy pass
+    check_holders
+    result "round $round: a renewal written back late over a newer one, then a partition: overlap" \
+      "${OVERLAP_MS}ms, exit a=76 b=0, a's job dead $((job_end - held))ms into the partition"
   done
 }
 
@@ -233,6 +274,8 @@ stalled_renewal_written_late() {
 
 run_case "a partition right after a renewal, with a head waiter queued: no overlap, no waiter write" \
   partition_after_a_renewal_with_a_waiter
+run_case "a renewal written back late over a newer one (read-then-write server), then a partition: no overlap" \
+  unknown_renewal_written_late
 run_case "stopped between the insert and the spawn (two names): exit 76, the job never starts" \
   stopped_between_insert_and_spawn
 run_case "an acquisition slower than the renew deadline: exit 76, the job never starts" \

@@ -91,7 +91,9 @@ latency() {
 }
 
 # Every connection reset just before a renewal is due (--ttl 6s): the run reconnects and keeps its
-# lease (exit 0); the failed renewal pins the lease until it can no longer be written.
+# lease (exit 0); the failed renewal pins the lease until it can no longer be written. The job runs 9 s:
+# the renewal that lifts the pin is sent about 2.5 s after the reset (one failed renewal, the retry
+# 500 ms later, then its confirmation + maxTimeMS 1 s + 1 s), 6.5 s into the run: a 6 s job ended first.
 connections_reset() {
   local name a before
   need_other_host
