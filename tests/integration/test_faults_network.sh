@@ -91,7 +91,7 @@ latency() {
 }
 
 # Every connection reset just before a renewal is due (--ttl 6s): the run reconnects and keeps its
-# lease (exit 0); the failed renewal pins the lease until it can no longer be written. The job runs 9 s:
+# lease (exit 0); the failed renewal pins the lease until it can no longer be written. The job runs 10 s:
 # the renewal that lifts the pin is sent about 2.5 s after the reset (one failed renewal, the retry
 # 500 ms later, then its confirmation + maxTimeMS 1 s + 1 s), 6.5 s into the run: a 6 s job ended first.
 connections_reset() {
@@ -100,7 +100,6 @@ connections_reset() {
   name=$(lock_name)
   server_start
   proxy_start
-  # The job runs 10 s: long enough for the renewals that lift the pin after the reset (below).
   start_holder a "$PROXY_URI" "$name" 10 --ttl 6s
   a=$HOLDER_PID
   wait_acquired a
