@@ -45,7 +45,11 @@ splay_is_stable_per_host_and_name() {
     kill -TERM "${pids[i]}"
     expect_bg_exit 143 "${pids[i]}" "s$i"
   done
-  assert_eq "$(printf '%s\n' "${offsets[@]}" | sort -u | wc -l)" 8 "distinct offsets of 8 names"
+  # (-v prints whole seconds at this scale: two of 8 random names share one in about 1 run in 130, so at
+  # least 7 distinct; a hash that ignored the name would give 1.)
+  local distinct
+  distinct=$(printf '%s\n' "${offsets[@]}" | sort -u | wc -l)
+  ((distinct >= 7)) || fail "only $distinct distinct offsets for 8 names: ${offsets[*]}"
   # Another host gets another offset for the same name (its own UTS namespace).
   unshare --uts true 2>/dev/null || skip "another host needs its own UTS namespace (unshare --uts, root)"
   other_host=$(unshare --uts sh -c 'hostname host-b && exec "$0" -v run "$1" --splay 1h -- true 2>&1 &
