@@ -55,9 +55,9 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   throw unavailable_error(fmt::format("could not join the queue of '{}': 100 concurrent joins won", names.front()));
 }
 
-bool WaitQueue::keep_alive() {
+bool WaitQueue::keep_alive(Millis every) {
   const auto first_sent = LeaseClock::now();
-  if (m_tickets.empty() || first_sent - m_renewed < m_timing.renew_every) return true;
+  if (m_tickets.empty() || first_sent - m_renewed < every) return true;
   for (const auto& ticket : m_tickets) {
     const auto sent = LeaseClock::now();
     const auto now = m_store.clock().latest(sent);
@@ -154,6 +154,16 @@ void WaitQueue::leave() noexcept {
     }
   }
   m_tickets.clear();
+}
+
+Millis far_interval(const QueueTiming& timing, int position, int before, Millis elapsed) {
+  const int behind = std::max(position - timing.followers, 1); // places until it follows the events
+  auto interval = std::min(timing.far_step * behind, timing.far_max);
+  if (before > position && elapsed > Millis(0)) {
+    const auto per_place = elapsed / (before - position);
+    interval = std::min(interval, per_place * behind / 2);
+  }
+  return std::max(interval, std::min(Millis(50), timing.far_step));
 }
 
 std::vector<QueuedWaiter> live_waiters(const std::vector<TicketRecord>& tickets, ServerTime now) {

@@ -28,14 +28,18 @@
 
 namespace mongolock {
 
-// Timing of the queue: the ticket lease, how often it is renewed and how often a waiter checks. An idle
-// waiter sends at most two commands a second: polling, one find per `poll` and one update per
-// `renew_every`; with push, per `push_check` one getMore, one find (the head: of the lock; the next in
-// line: of the queue; others only every `push_recheck`) and one ticket renewal.
+// Timing of the queue: the ticket lease, how often it is renewed and how often a waiter checks.
+// Only the first `followers` in line follow the wake-up events (a tailable cursor, which FerretDB v1
+// re-runs every 10 ms while a getMore waits: about 2 % of a core each); they send, per `push_check`, one
+// getMore, one find (the head: of the lock; the next in line: of the queue; others only every
+// `push_recheck`) and a ticket renewal per `renew_every`. The waiters farther back hold no cursor: they
+// renew their tickets every `far_renew_every` and read the queue every far_interval() (sooner the
+// closer they are, and sooner while the line moves), so an idle waiter far back sends about 0.6 commands
+// a second. Without push (--no-push) the first `followers` poll every `poll` instead.
 struct QueueTiming {
   Millis ticket_lease{4000}; // a ticket not renewed for this long is dead (server clock)
-  Millis renew_every{1500};  // the waiter renews its tickets this often (well within the lease)
-  Millis poll{750};          // the waiter checks the queue (or, at the head, the lock) this often
+  Millis renew_every{1500};  // the first in line renew their tickets this often (well within the lease)
+  Millis poll{750};          // without push, the first in line check the queue (or, the head, the lock) this often
   Millis purge_after{2000};  // a dead ticket is deleted this long after its expiry
   // With push wake-ups (a tailable cursor on the events): each wait for an event lasts up to
   // `push_check` (one getMore). After a wait without an event the head checks the lock and the next in
@@ -43,7 +47,18 @@ struct QueueTiming {
   // `push_recheck` and when the first ticket ahead expires (a dead waiter sends no event).
   Millis push_check{1500};
   Millis push_recheck{3000};
+  int followers = 2;            // this many first in line follow the events (the head and the next)
+  Millis far_step{400};         // farther back: read the queue every far_step per place behind the followers
+  Millis far_max{5000};         // ... at most this long apart
+  Millis far_renew_every{2500}; // ... and renew the tickets this often (answered within answer_limit():
+                                // before ticket_lease - answer_limit() = 3 s have passed)
 };
+
+// How long a waiter at `position` (> timing.followers) waits before it reads the queue again: far_step
+// per place behind the followers, at most far_max; when the line moved since the previous read (it was
+// `before` places back `elapsed` ago), at most half the time the line took per place so far times the
+// places left, so that it follows the events before its turn comes (at least 50 ms, or far_step when shorter). Pure.
+[[nodiscard]] Millis far_interval(const QueueTiming& timing, int position, int before, Millis elapsed);
 
 // One waiter's tickets on one or several names. Leaving (destruction) deletes them: a --wait that times
 // out or is interrupted by a signal leaves no ticket behind; a killed waiter's tickets expire.
@@ -61,11 +76,14 @@ public:
   // Throws Error (69) on server errors (tickets inserted so far are deleted again).
   void join(const std::vector<std::string>& names, const std::string& process);
 
-  // Renews the tickets when `renew_every` has passed since the last renewal (one update per name). When a
+  // Renews the tickets when `every` has passed since the last renewal (one update per name). When a
   // ticket was lost (expired while this process stalled, or deleted), or its renewal was answered more
   // than answer_limit() after it was sent (it may have raced a delete of the ticket as dead), rejoins at
   // the back of the queue and returns false. Throws Error (69) on server errors.
-  bool keep_alive();
+  bool keep_alive(Millis every);
+
+  // When (local time) the tickets are due for renewal at cadence `every` (keep_alive()).
+  [[nodiscard]] LocalTime renewal_due(Millis every) const { return m_renewed + every; }
 
   // True while this waiter's tickets are certainly live on the server: the last renewal (or the join) was
   // sent less than ticket_lease - answer_limit() ago. A woken head tries without renewing only then; a
