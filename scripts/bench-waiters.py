@@ -3,7 +3,8 @@
 
 Starts FerretDB (SQLite backend, loopback, debug listener for the metrics), holds one lock with
 `acquire --ttl 120s`, then starts N `run --wait 90s NAME -- true` waiters behind it. Once they have all
-joined the queue (SETTLE s), it reads the server's CPU (utime + stime from /proc/PID/stat) and its
+joined the queue and the line has stood still for over 10 s (SETTLE: the first two in line then stop
+following the wake-up events and look now and then instead), it reads the server's CPU (utime + stime from /proc/PID/stat) and its
 request counters (ferretdb_client_requests_total, per command) over WINDOW s, and the same over a window
 with the lock held and nobody waiting (the baseline). Then it releases the lock and times the handover
 of the whole queue (every waiter's `true` ran once, one after the other; none overlapped is checked by
@@ -26,7 +27,7 @@ import urllib.request
 binary, ferretdb = sys.argv[1], sys.argv[2]
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 30
 window = float(sys.argv[4]) if len(sys.argv) > 4 else 10.0
-SETTLE = 4.0
+SETTLE = 12.0  # past QueueTiming::follow_idle (10 s): an idle line, as when a long job holds the lock
 TICK = os.sysconf("SC_CLK_TCK")
 
 

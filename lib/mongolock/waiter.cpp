@@ -94,15 +94,16 @@ Waiter::Pause Waiter::queued() {
   }
   // A woken head tries first and renews its tickets after (not in the handover).
   const bool woken_head = m_state == State::head && m_try_now && m_queue->ticket_live();
-  if (!woken_head && !m_queue->keep_alive(renew_cadence())) rejoined();
+  if (!woken_head && !m_queue->keep_alive(ticket_lease())) rejoined();
   if (m_state != State::head && recheck_due()) read_queue();
   m_reread = false;
+  go_idle_if_still();
   m_takeover_at = ServerTime::max();
   if (m_state == State::head) {
     Pause again;
     if (head_attempt(again)) return {};
     if (again.now) return again;
-    if (woken_head && !m_queue->keep_alive(renew_cadence())) rejoined();
+    if (woken_head && !m_queue->keep_alive(ticket_lease())) rejoined();
   } else {
     m_outcome.held = m_names.front();
     m_outcome.holders.clear();
@@ -132,8 +133,9 @@ bool Waiter::head_attempt(Pause& again) {
 bool Waiter::take() {
   // A lock taken while push works is marked `waiters` (its release wakes the next waiter) and names this
   // waiter's ticket (so that its release tells those behind it that it left).
+  // (A head that stopped following because the line stood still still marks it: those behind it may follow.)
   for (auto& request : m_requests) {
-    request.waiters = m_feed != nullptr;
+    request.waiters = m_feed != nullptr || (m_idle && !m_push_off);
     request.ticket = m_queue->ticket_of(request.name);
   }
   if (!m_locker.attempt_all(m_requests, false, m_outcome)) return false;
@@ -155,14 +157,25 @@ void Waiter::read_queue() {
 void Waiter::place(int position, Millis elapsed) {
   const auto before = m_state;
   const auto now = LeaseClock::now();
+  if (position != m_read_position || m_state == State::start) {
+    m_moved = now; // the line moved (or this waiter just joined it): follow the events again
+    m_idle = false;
+  }
+  const bool still = now - m_moved >= m_policy.queue.follow_idle;
   if (position == 1) {
     m_state = State::head;
-  } else if (position <= m_policy.queue.followers) {
+  } else if (position <= m_policy.queue.followers && !still) {
     m_state = State::near;
   } else {
     const int previous = before == State::far ? m_read_position : 0;
+    auto interval = far_interval(m_policy.queue, position, previous, elapsed);
+    if (previous == 0) {
+      interval = std::min(interval, m_policy.queue.far_step); // just joined: look again soon (how fast it moves)
+    } else if (still) {
+      interval = still_interval(position); // the line stands still
+    }
     m_state = State::far;
-    m_next_check = now + far_interval(m_policy.queue, position, previous, elapsed);
+    m_next_check = now + interval;
   }
   m_read_position = position;
   if (m_state == State::far) {
@@ -194,8 +207,27 @@ void Waiter::rejoined() {
   m_reread = true;
 }
 
+void Waiter::go_idle_if_still() {
+  const auto now = LeaseClock::now();
+  if (m_state == State::far || m_idle || now - m_moved < m_policy.queue.follow_idle) return;
+  if (m_state == State::near) {
+    // The line stands still: wait as those farther back do, until it moves.
+    m_state = State::far;
+    m_feed.reset();
+    m_next_check = now + still_interval(m_read_position);
+    m_log.debugf("queue: near -> far (the line has not moved for {}; next look in {})",
+                 format_duration(m_policy.queue.follow_idle), format_duration(until(m_next_check)));
+    return;
+  }
+  if (!m_feed) return;
+  m_feed.reset();
+  m_idle = true;
+  m_log.debugf("the line has not moved for {}: looking at the lock every {} instead of following the events",
+               format_duration(m_policy.queue.follow_idle), format_duration(m_policy.queue.idle_poll));
+}
+
 void Waiter::follow() {
-  if (m_feed || m_push_off) return;
+  if (m_feed || m_push_off || m_idle) return;
   try {
     m_feed = m_store.follow_events(m_policy.queue.push_check);
   } catch (const Error& e) {
@@ -204,15 +236,19 @@ void Waiter::follow() {
   }
 }
 
-Millis Waiter::renew_cadence() const {
-  return m_state == State::far ? m_policy.queue.far_renew_every : m_policy.queue.renew_every;
+Millis Waiter::still_interval(int position) const {
+  return std::min(m_policy.queue.far_max, 2 * m_policy.queue.idle_poll * std::max(position - 1, 1));
+}
+
+Millis Waiter::ticket_lease() const {
+  return m_state == State::far ? m_policy.queue.far_ticket_lease : m_policy.queue.ticket_lease;
 }
 
 Millis Waiter::pause_for() const {
   const auto now = LeaseClock::now();
-  auto pause = m_feed ? m_policy.queue.push_check : m_policy.queue.poll;
+  auto pause = m_feed ? m_policy.queue.push_check : m_idle ? m_policy.queue.idle_poll : m_policy.queue.poll;
   if (m_state == State::far) {
-    pause = std::max(std::min(until(m_next_check), until(m_queue->renewal_due(renew_cadence()))), Millis(1));
+    pause = std::max(std::min(until(m_next_check), until(m_queue->renewal_due())), Millis(1));
   }
   if (!m_forever) pause = std::min(pause, std::chrono::ceil<Millis>(m_deadline - now));
   if (m_takeover_at != ServerTime::max()) {
@@ -247,6 +283,7 @@ void Waiter::wait(Millis pause, const Sleeper& sleep) {
 void Waiter::on_event(const WakeEvent& event) {
   m_quiet = false;
   const bool passed = m_queue->passed(event.name, event.ticket);
+  if (passed) m_moved = LeaseClock::now();
   if (m_state == State::head || m_queue->head()) {
     m_try_now = true;
     m_log.debugf("woken by a release of '{}'", event.name);

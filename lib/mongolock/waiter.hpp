@@ -9,8 +9,9 @@
 //   any queued state ──(policy.wait passed)──▶ timed_out; ──(the sleeper says stop)──▶ interrupted
 //
 // Only `near` and `head` follow the wake-up events (a tailable cursor: see QueueTiming for what it
-// costs the server); `far` waiters hold no cursor and read the queue every far_interval(), sooner the
-// closer they are and the faster the line moves, so they follow the events before their turn.
+// costs the server), and only while the line moves (it moved within QueueTiming::follow_idle; else they
+// look every idle_poll); `far` waiters hold no cursor and read the queue every far_interval(), sooner
+// the closer they are and the faster the line moves, so they follow the events before their turn.
 // Every server command goes through the Locker's store; time is read from LeaseClock and the store's
 // ServerClock; pauses go through the caller's Sleeper.
 #pragma once
@@ -66,11 +67,18 @@ private:
   [[nodiscard]] bool recheck_due() const;
   void rejoined();
   void follow();
+  // Once the line has not moved for follow_idle: the head closes its cursor and looks at the lock every
+  // idle_poll; a near waiter becomes far (no cursor, the far lease, a look every still_interval()).
+  void go_idle_if_still();
+  // How often a waiter at `position` looks at the queue while the line stands still: 2 x idle_poll per
+  // place behind the head, at most far_max.
+  [[nodiscard]] Millis still_interval(int position) const;
   [[nodiscard]] Millis pause_for() const;
   void wait(Millis pause, const Sleeper& sleep);
   void on_event(const WakeEvent& event);
   void on_feed_error(const Error& e);
-  [[nodiscard]] Millis renew_cadence() const;
+  // The lease the tickets get in the current state: ticket_lease among the first in line, else far_ticket_lease.
+  [[nodiscard]] Millis ticket_lease() const;
 
   Locker& m_locker;
   LockStore& m_store;
@@ -92,6 +100,8 @@ private:
   bool m_retried = false;  // the head found the lock free right after a failed attempt, tried again
   ServerTime m_takeover_at = ServerTime::max(); // the head: when the busy lock may be taken over (no event)
   LocalTime m_checked{};                        // the last read of the queue
+  LocalTime m_moved{};                          // when the line last moved for this waiter (its place changed)
+  bool m_idle = false;                          // head: the line did not move for follow_idle: no cursor
   LocalTime m_next_check{};                     // far: the next read of the queue
   int m_read_position = 0;                      // far: the place in line at the last read
 };
