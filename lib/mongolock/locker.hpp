@@ -98,6 +98,7 @@ public:
   // in line tries at once without reading the queue. The tickets are deleted on every way out: when not
   // taken (timed out, interrupted, Error) before returning, when taken with outcome.queue.
   // On an Error, releases those taken so far and rethrows.
+  // The waiting is a Waiter (waiter.hpp, a state machine); only the first in line follow the events.
   [[nodiscard]] AcquireOutcome acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                            const Sleeper& sleep);
 
@@ -143,6 +144,7 @@ public:
   bool remove_and_wake(const LockSelector& which);
 
 private:
+  friend class Waiter; // waiter.hpp: acquire_all's state machine makes the attempts and reads
   void release_quietly(const LockRecord& lock);
   // A busy slot's document `current`: deleted when it expired more than the takeover grace ago (by _id and
   // "still expired that long", on the server's earliest clock) or, with request.holder_dead, when its holder

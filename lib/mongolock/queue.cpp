@@ -45,6 +45,7 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
     }
     if (taken) {
       m_renewed = sent; // the tickets' leases count from when they were sent
+      m_lease = m_timing.ticket_lease;
       m_ahead.clear();
       m_read = false;
       m_log.debugf("joined the queue of {} with seq {}", fmt::join(names, ", "), seq);
@@ -55,13 +56,13 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   throw unavailable_error(fmt::format("could not join the queue of '{}': 100 concurrent joins won", names.front()));
 }
 
-bool WaitQueue::keep_alive() {
+bool WaitQueue::keep_alive(Millis lease) {
   const auto first_sent = LeaseClock::now();
-  if (m_tickets.empty() || first_sent - m_renewed < m_timing.renew_every) return true;
+  if (m_tickets.empty() || first_sent < renewal_due()) return true;
   for (const auto& ticket : m_tickets) {
     const auto sent = LeaseClock::now();
     const auto now = m_store.clock().latest(sent);
-    const bool renewed = m_store.renew_ticket(ticket.id, now, now + m_timing.ticket_lease) == 1;
+    const bool renewed = m_store.renew_ticket(ticket.id, now, now + lease) == 1;
     const auto answered = std::chrono::duration_cast<Millis>(LeaseClock::now() - sent);
     // A renewal answered later than answer_limit() may have raced another waiter's delete of this ticket
     // as dead (on servers whose writes read then write, the delete can follow the renewal's write): it does
@@ -71,18 +72,23 @@ bool WaitQueue::keep_alive() {
           "the queue ticket of '{}' was lost ({}); joining the queue again, at its back", ticket.name,
           renewed
               ? fmt::format("its renewal took {}, over {}", format_duration(answered), format_duration(answer_limit()))
-              : fmt::format("this process stalled longer than its {} lease", format_duration(m_timing.ticket_lease))));
+              : fmt::format("this process stalled longer than its {} lease", format_duration(m_lease))));
       const auto names = m_names;
       join(names, m_process);
       return false;
     }
   }
   m_renewed = first_sent;
+  m_lease = lease;
   return true;
 }
 
+LocalTime WaitQueue::renewal_due() const {
+  return m_renewed + m_lease * 3 / 8; // 1.5 s of a 4 s lease: two chances before answer_limit() matters
+}
+
 bool WaitQueue::ticket_live() const {
-  return m_tickets.empty() || LeaseClock::now() + answer_limit() < m_renewed + m_timing.ticket_lease;
+  return m_tickets.empty() || LeaseClock::now() + answer_limit() < m_renewed + m_lease;
 }
 
 bool WaitQueue::at_head() {
@@ -154,6 +160,16 @@ void WaitQueue::leave() noexcept {
     }
   }
   m_tickets.clear();
+}
+
+Millis far_interval(const QueueTiming& timing, int position, int before, Millis elapsed) {
+  const int behind = std::max(position - timing.followers, 1); // places until it follows the events
+  auto interval = std::min(timing.far_step * behind, timing.far_max);
+  if (before > position && elapsed > Millis(0)) {
+    const auto per_place = elapsed / (before - position);
+    interval = std::min(interval, per_place * behind / 2);
+  }
+  return std::max(interval, std::min(Millis(50), timing.far_step));
 }
 
 std::vector<QueuedWaiter> live_waiters(const std::vector<TicketRecord>& tickets, ServerTime now) {

@@ -28,22 +28,46 @@
 
 namespace mongolock {
 
-// Timing of the queue: the ticket lease, how often it is renewed and how often a waiter checks. An idle
-// waiter sends at most two commands a second: polling, one find per `poll` and one update per
-// `renew_every`; with push, per `push_check` one getMore, one find (the head: of the lock; the next in
-// line: of the queue; others only every `push_recheck`) and one ticket renewal.
+// Timing of the queue: the ticket leases, and how often a waiter looks. What a waiter costs the server
+// matters: on FerretDB v1 every find or update of the queue costs about 3 ms of its CPU, and a tailable
+// cursor waiting for an event re-runs its query every 10 ms (4 to 9 % of a core per cursor).
+// - The first `followers` in line follow the wake-up events while the line moves; per `push_check` one
+//   getMore, one find (the head: of the lock; the next in line: of the queue, after a wait without an
+//   event; otherwise every `push_recheck`), and a ticket renewal every 1.5 s (ticket_lease 4 s).
+// - Once the line has not moved for `follow_idle` (a long job holds the lock), the head closes its cursor
+//   and looks at the lock every `idle_poll` instead; the others hold no cursor either and look at the
+//   queue every 2 x `idle_poll` per place behind the head (at most far_max); when the line moves again
+//   the first in line follow the events again.
+// - The waiters farther back hold no cursor: they read the queue every far_interval() (sooner the closer
+//   they are and the faster the line moves) and
+//   renew their tickets every 9 s with far_ticket_lease (24 s): a waiter killed with SIGKILL far back
+//   holds up the line for at most that long, should the line reach it before its ticket expires.
+// In a line that stands still a waiter sends about 0.3 commands a second, the head about 1.7.
+// Without push (--no-push) the first `followers` poll every `poll` instead.
 struct QueueTiming {
-  Millis ticket_lease{4000}; // a ticket not renewed for this long is dead (server clock)
-  Millis renew_every{1500};  // the waiter renews its tickets this often (well within the lease)
-  Millis poll{750};          // the waiter checks the queue (or, at the head, the lock) this often
-  Millis purge_after{2000};  // a dead ticket is deleted this long after its expiry
+  Millis ticket_lease{4000};      // a ticket not renewed for this long is dead (server clock); renewed every 1.5 s
+  Millis far_ticket_lease{24000}; // ... the lease of a waiter behind the followers (renewed every 9 s)
+  Millis poll{750};               // without push, the first in line check the queue (or, the head, the lock) this often
+  Millis purge_after{2000};       // a dead ticket is deleted this long after its expiry
   // With push wake-ups (a tailable cursor on the events): each wait for an event lasts up to
   // `push_check` (one getMore). After a wait without an event the head checks the lock and the next in
   // line the queue (FerretDB v1 may lose an event at the end of a wait); others re-read the queue every
   // `push_recheck` and when the first ticket ahead expires (a dead waiter sends no event).
   Millis push_check{1500};
   Millis push_recheck{3000};
+  int followers = 3;         // this many first in line follow the events while the line moves
+  Millis follow_idle{10000}; // ... while the line moved within this long (else they look every idle_poll)
+  Millis idle_poll{1000};    // ... else the head looks at the lock this often
+  Millis far_step{250};      // farther back: read the queue every far_step per place behind the followers
+  Millis far_max{6000};      // ... at most this long apart (and this often once the line stood still
+                             //     for follow_idle)
 };
+
+// How long a waiter at `position` (> timing.followers) waits before it reads the queue again: far_step
+// per place behind the followers, at most far_max; when the line moved since the previous read (it was
+// `before` places back `elapsed` ago), at most half the time the line took per place so far times the
+// places left, so that it follows the events before its turn comes (at least 50 ms, or far_step when shorter). Pure.
+[[nodiscard]] Millis far_interval(const QueueTiming& timing, int position, int before, Millis elapsed);
 
 // One waiter's tickets on one or several names. Leaving (destruction) deletes them: a --wait that times
 // out or is interrupted by a signal leaves no ticket behind; a killed waiter's tickets expire.
@@ -61,14 +85,18 @@ public:
   // Throws Error (69) on server errors (tickets inserted so far are deleted again).
   void join(const std::vector<std::string>& names, const std::string& process);
 
-  // Renews the tickets when `renew_every` has passed since the last renewal (one update per name). When a
-  // ticket was lost (expired while this process stalled, or deleted), or its renewal was answered more
-  // than answer_limit() after it was sent (it may have raced a delete of the ticket as dead), rejoins at
-  // the back of the queue and returns false. Throws Error (69) on server errors.
-  bool keep_alive();
+  // Renews the tickets to a lease of `lease` (ticket_lease near the head, far_ticket_lease farther back)
+  // once renewal_due() has come (one update per name). When a ticket was lost (expired while this process stalled, or
+  // deleted), or its renewal was answered more than answer_limit() after it was sent (it may have raced a delete of the
+  // ticket as dead), rejoins at the back of the queue and returns false. Throws Error (69) on server errors.
+  bool keep_alive(Millis lease);
+
+  // When (local time) the tickets are due for renewal: 3/8 of the lease they were last given after it
+  // was sent (1.5 s of ticket_lease, 9 s of far_ticket_lease).
+  [[nodiscard]] LocalTime renewal_due() const;
 
   // True while this waiter's tickets are certainly live on the server: the last renewal (or the join) was
-  // sent less than ticket_lease - answer_limit() ago. A woken head tries without renewing only then; a
+  // sent less than its lease - answer_limit() ago. A woken head tries without renewing only then; a
   // ticket that may have expired could already be skipped by the waiter behind it.
   [[nodiscard]] bool ticket_live() const;
 
@@ -116,6 +144,7 @@ private:
   std::string m_process;
   std::vector<TicketRecord> m_tickets;
   LocalTime m_renewed{};
+  Millis m_lease{0}; // the lease the tickets were last given (join: ticket_lease)
   // Per name: the live tickets ahead of this waiter (_id -> expires_at), as read and since passed.
   std::map<std::string, std::map<std::string, ServerTime>> m_ahead;
   bool m_read = false; // at_head() ran since joining

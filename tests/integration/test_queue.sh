@@ -369,7 +369,43 @@ status_and_list_show_the_queue() {
   assert_not_contains "$OUT" "waiters:"
 }
 
+# Only the first three in line follow the wake-up events (a tailable cursor: FerretDB v1 re-runs it every
+# 10 ms while a getMore waits); the others hold no cursor and read the queue now and then, move up, and
+# then follow the events: all of them still get the lock in arrival order. (What idle waiters cost the
+# server is measured by scripts/bench --waiters.)
+only_the_first_follow_events() {
+  local name i pids=()
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  for i in 1 2 3 4 5 6; do
+    start_waiter "f$i" "$name" --wait 60s -v
+    pids+=("$BG_PID")
+    wait_until 10 tickets_are "$name" "$i"
+  done
+  sleep 5 # the holder keeps the lock (under the 10 s after which the first in line stop following)
+  for i in 1 2 3 4 5 6; do cp "$T/f$i.err" "$T/f$i.idle"; done
+  for i in 1 2 3; do
+    assert_matches "$T/f$i.idle" "command getMore sent"
+  done
+  for i in 4 5 6; do
+    assert_not_matches "$T/f$i.idle" "command getMore sent"
+    assert_not_matches "$T/f$i.idle" "command find sent to ${MONGOLOCK_COLLECTION}_events"
+    assert_matches "$T/f$i.idle" "queue: start -> far"
+  done
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  for i in 1 2 3 4 5 6; do
+    expect_bg_exit 0 "${pids[i - 1]}" "f$i"
+  done
+  assert_eq "$(order)" "f1 f2 f3 f4 f5 f6" "order of the grants"
+  no_overlaps
+  for i in 4 5 6; do
+    assert_matches "$T/f$i.err" "queue: far -> (near|head)"
+  done
+  assert_eq "$(ticket_count "$name")" "0" "tickets left in the queue"
+}
+
 run_case "six waiters started 200ms apart get the lock in that order" six_waiters_in_arrival_order
+run_case "only the first three in line follow the events; the rest move up and keep the order" only_the_first_follow_events
 run_case "--no-push: waiters poll and still get the lock in order" polling_without_push_keeps_order
 run_case "a release wakes the head of the queue at once; an un-waited release is one command" push_wakes_the_head
 run_case "a running holder marks its own lock for waiters; waiters never write a lock document" run_holder_marks_itself
