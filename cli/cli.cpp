@@ -18,6 +18,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <sys/stat.h>
 
 namespace mongolock {
@@ -45,7 +46,7 @@ bool env_flag(const char* name) {
 // True when something is at `path` (of any type: read_bounded_file() refuses what is not a regular file,
 // rather than skipping it silently).
 bool path_exists(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   return !path.empty() && stat(path.c_str(), &st) == 0;
 }
 
@@ -263,14 +264,57 @@ UriLayer environment_uri_layer() {
   return layer;
 }
 
-int run_cli(std::vector<std::string> args, Log& log) {
+// Everything the command line defines: the options of every command, the values CLI11 fills in, and the
+// subcommands (to tell which one was parsed). One define_*() per command fills it in.
+struct Cli {
   App app{"mongolock: keep jobs from running twice at once across machines, with a lock in MongoDB.", "mongolock"};
+  // Global options. The config file is read after parsing (apply_config_file()), so that --help and
+  // --version read no file; --uri and --uri-file: the three layers are resolved by choose_uri_source().
+  Text config_path;
+  GlobalOptions global;
+  GlobalTexts texts;
+  bool verbose = false;
+  bool quiet = false;
+  Text uri_text;
+  Text uri_file_text;
+
+  AcquireOptions acquire;
+  TakeTexts acquire_texts;
+  CLI::App* acquire_cmd = nullptr;
+  ReleaseOptions release;
+  CLI::App* release_cmd = nullptr;
+  RenewOptions renew;
+  Text renew_ttl;
+  CLI::App* renew_cmd = nullptr;
+  RunOptions run;
+  TakeTexts run_take;
+  RunTexts run_texts;
+  CLI::App* run_cmd = nullptr;
+  StatusOptions status;
+  CLI::App* status_cmd = nullptr;
+  ListOptions list;
+  CLI::App* list_cmd = nullptr;
+  HistoryOptions history;
+  Text history_since;
+  CLI::App* history_cmd = nullptr;
+  CheckOptions check;
+  Text check_max_age;
+  CLI::App* check_cmd = nullptr;
+  BreakOptions brk;
+  CLI::App* break_cmd = nullptr;
+  CLI::App* doctor_cmd = nullptr;
+  std::string init_history_max_age = "30d";
+  CLI::App* init_cmd = nullptr;
+  std::string shell;
+  CLI::App* completion_cmd = nullptr;
+};
+
+void define_global(Cli& c) {
+  auto& app = c.app;
   app.require_subcommand(1);
   app.fallthrough();
   app.set_version_flag("--version", fmt::format("mongolock {} (libmongoc {})", k_version, driver_version()));
-  // The config file is read after parsing (apply_config_file()), so that --help and --version read no file.
-  Text config_path;
-  app.add_option("--config", config_path,
+  app.add_option("--config", c.config_path,
                  "Config file (default: $MONGOLOCK_CONFIG, ~/.config/mongolock/config, /etc/mongolock.conf)")
       ->configurable(false)
       ->type_name("PATH");
@@ -279,215 +323,202 @@ int run_cli(std::vector<std::string> args, Log& log) {
              "(both in one place is an error). '--' ends the options; for run it starts the command.\n"
              "Exit codes: 0 ok, 1 status: free, 64 usage, 65 not the holder, 69 MongoDB unavailable, 70 internal,\n"
              "75 held (-E), 76 lease lost, 124 timeout, 126 cannot execute, 127 not found. See mongolock(1).");
-
-  GlobalOptions global;
-  GlobalTexts texts;
-  bool verbose = false;
-  bool quiet = false;
-  // --uri and --uri-file: the three layers are resolved by choose_uri_source(), the variables read there.
-  Text uri_text;
-  Text uri_file_text;
-  app.add_option("--uri", uri_text, "MongoDB connection string (MONGOLOCK_URI; default mongodb://127.0.0.1:27017)")
+  app.add_option("--uri", c.uri_text, "MongoDB connection string (MONGOLOCK_URI; default mongodb://127.0.0.1:27017)")
       ->type_name("URI");
-  app.add_option("--uri-file", uri_file_text,
+  app.add_option("--uri-file", c.uri_file_text,
                  "Read the connection string from this file or pipe (MONGOLOCK_URI_FILE; keeps passwords out of ps)")
       ->type_name("PATH");
-  add_option(&app, "--db", global.store.database, "Database of the locks collection")
+  add_option(&app, "--db", c.global.store.database, "Database of the locks collection")
       ->capture_default_str()
       ->type_name("NAME");
-  add_option(&app, "--collection", global.store.collection, "Collection of the lock documents")
+  add_option(&app, "--collection", c.global.store.collection, "Collection of the lock documents")
       ->capture_default_str()
       ->type_name("NAME");
-  add_option(&app, "--connect-timeout", texts.connect_timeout, "Bound on connecting and server selection")
+  add_option(&app, "--connect-timeout", c.texts.connect_timeout, "Bound on connecting and server selection")
       ->capture_default_str()
       ->type_name("DUR");
-  add_option(&app, "--grace", texts.grace, "Takeover grace: purge an expired lock only this long after it expired")
+  add_option(&app, "--grace", c.texts.grace, "Takeover grace: purge an expired lock only this long after it expired")
       ->capture_default_str()
       ->type_name("DUR");
-  add_option(&app, "-E,--conflict-exit-code", global.conflict_exit_code, "Exit code when the lock is held")
+  add_option(&app, "-E,--conflict-exit-code", c.global.conflict_exit_code, "Exit code when the lock is held")
       ->check(CLI::Range(0, 255))
       ->capture_default_str()
       ->type_name("N");
   // MONGOLOCK_VERBOSE / MONGOLOCK_QUIET and the precedence between -v and -q are handled after parsing
   // (verbosity()): CLI11 would count "0" as given, and its excludes() would not follow the precedence.
-  app.add_flag("-v,--verbose", verbose, "Log each step with timings on stderr (MONGOLOCK_VERBOSE)");
-  app.add_flag("-q,--quiet", quiet, "Print nothing but errors (MONGOLOCK_QUIET)");
+  app.add_flag("-v,--verbose", c.verbose, "Log each step with timings on stderr (MONGOLOCK_VERBOSE)");
+  app.add_flag("-q,--quiet", c.quiet, "Print nothing but errors (MONGOLOCK_QUIET)");
+}
 
-  AcquireOptions acquire;
-  TakeTexts acquire_texts;
-  auto* acquire_cmd = app.add_subcommand("acquire", "Take a lock and print its token (nothing renews it)");
-  acquire_cmd->add_option("NAME", acquire.name, "Lock name")->required();
-  add_option(acquire_cmd, "--ttl", acquire_texts.ttl, "Lease length (default 10m)")->type_name("DUR");
-  acquire_cmd->add_option("--process", acquire.process, "Holder identity (default: host:pid of the calling shell)");
-  add_take_options(acquire_cmd, acquire_texts);
+void define_acquire_release_renew(Cli& c) {
+  c.acquire_cmd = c.app.add_subcommand("acquire", "Take a lock and print its token (nothing renews it)");
+  c.acquire_cmd->add_option("NAME", c.acquire.name, "Lock name")->required();
+  add_option(c.acquire_cmd, "--ttl", c.acquire_texts.ttl, "Lease length (default 10m)")->type_name("DUR");
+  c.acquire_cmd->add_option("--process", c.acquire.process, "Holder identity (default: host:pid of the calling shell)");
+  add_take_options(c.acquire_cmd, c.acquire_texts);
 
-  ReleaseOptions release;
-  auto* release_cmd = app.add_subcommand("release", "Release a lock held by this caller, a token or a process");
-  release_cmd->add_option("NAME", release.name, "Lock name")->required();
-  release_cmd->add_option("--token", release.token, "Release the acquisition with this token");
-  release_cmd->add_option("--process", release.process, "Release the lock held by this holder (host:pid)");
+  c.release_cmd = c.app.add_subcommand("release", "Release a lock held by this caller, a token or a process");
+  c.release_cmd->add_option("NAME", c.release.name, "Lock name")->required();
+  c.release_cmd->add_option("--token", c.release.token, "Release the acquisition with this token");
+  c.release_cmd->add_option("--process", c.release.process, "Release the lock held by this holder (host:pid)");
 
-  RenewOptions renew;
-  Text renew_ttl;
-  auto* renew_cmd = app.add_subcommand("renew", "Extend a lock taken with acquire to now + TTL");
-  renew_cmd->add_option("NAME", renew.name, "Lock name")->required();
-  add_option(renew_cmd, "--ttl", renew_ttl, "New lease length from now (default 10m)")->type_name("DUR");
-  renew_cmd->add_option("--token", renew.token, "Renew the acquisition with this token");
-  renew_cmd->add_option("--process", renew.process, "Renew the lock held by this holder (host:pid)");
+  c.renew_cmd = c.app.add_subcommand("renew", "Extend a lock taken with acquire to now + TTL");
+  c.renew_cmd->add_option("NAME", c.renew.name, "Lock name")->required();
+  add_option(c.renew_cmd, "--ttl", c.renew_ttl, "New lease length from now (default 10m)")->type_name("DUR");
+  c.renew_cmd->add_option("--token", c.renew.token, "Renew the acquisition with this token");
+  c.renew_cmd->add_option("--process", c.renew.process, "Renew the lock held by this holder (host:pid)");
+}
 
-  RunOptions run;
-  TakeTexts run_take;
-  RunTexts run_texts;
+void define_run(Cli& c) {
   auto* run_cmd =
-      app.add_subcommand("run", "Run a command holding the locks: mongolock run NAME [NAME...] -- CMD [ARGS...]");
-  run_cmd->add_option("NAME", run.names, "Lock names (all or none)")->required();
-  add_option(run_cmd, "--ttl", run_take.ttl, "Lease length (default 30s)")->type_name("DUR");
-  add_option(run_cmd, "--renew-interval", run_texts.renew_interval, "Time between renewals (default TTL/3)")
+      c.app.add_subcommand("run", "Run a command holding the locks: mongolock run NAME [NAME...] -- CMD [ARGS...]");
+  c.run_cmd = run_cmd;
+  auto& texts = c.run_texts;
+  run_cmd->add_option("NAME", c.run.names, "Lock names (all or none)")->required();
+  add_option(run_cmd, "--ttl", c.run_take.ttl, "Lease length (default 30s)")->type_name("DUR");
+  add_option(run_cmd, "--renew-interval", texts.renew_interval, "Time between renewals (default TTL/3)")
       ->type_name("DUR");
-  add_option(run_cmd, "--renew-deadline", run_texts.renew_deadline,
+  add_option(run_cmd, "--renew-deadline", texts.renew_deadline,
              "The lease is lost when no renewal succeeded this long (default 2/3 TTL)")
       ->type_name("DUR");
-  add_option(run_cmd, "--kill-grace", run_texts.kill_grace,
+  add_option(run_cmd, "--kill-grace", texts.kill_grace,
              "After a lost lease: SIGTERM to SIGKILL (default min(5s, what --ttl allows))")
       ->type_name("DUR");
-  add_option(run_cmd, "--on-lost", run_texts.on_lost, "What a lost lease does to the command: term, kill or ignore")
+  add_option(run_cmd, "--on-lost", texts.on_lost, "What a lost lease does to the command: term, kill or ignore")
       ->check(CLI::IsMember({"term", "kill", "ignore"}))
       ->capture_default_str()
       ->type_name("ACTION");
-  add_option(run_cmd, "--timeout", run_texts.timeout, "Stop the command after this long (exit 124)")->type_name("DUR");
-  add_option(run_cmd, "--kill-after", run_texts.kill_after, "After --timeout: SIGTERM to SIGKILL")
+  add_option(run_cmd, "--timeout", texts.timeout, "Stop the command after this long (exit 124)")->type_name("DUR");
+  add_option(run_cmd, "--kill-after", texts.kill_after, "After --timeout: SIGTERM to SIGKILL")
       ->capture_default_str()
       ->type_name("DUR");
-  add_option(run_cmd, "--lost-exit-code", run.lost_exit_code,
+  add_option(run_cmd, "--lost-exit-code", c.run.lost_exit_code,
              "Exit code when the lease was lost (default 76; the history's outcome tells it from the job's own)")
       ->check(CLI::Range(0, 255))
       ->capture_default_str()
       ->type_name("N");
   run_cmd
-      ->add_flag("--no-new-privs", run.no_new_privs,
+      ->add_flag("--no-new-privs", c.run.no_new_privs,
                  "Start the command with no_new_privs: setuid programs gain nothing, so it stays killable")
       ->envname("MONGOLOCK_NO_NEW_PRIVS");
-  add_take_options(run_cmd, run_take);
-  add_option(run_cmd, "--once-per", run_texts.once_per,
+  add_take_options(run_cmd, c.run_take);
+  add_option(run_cmd, "--once-per", texts.once_per,
              "Do not run (exit 0) when a run of the names succeeded on any host within DUR")
       ->type_name("DUR");
-  add_flag(run_cmd, "--no-history", run_texts.no_history, "Do not record this run in the run history");
-  add_option(run_cmd, "--history-keep", run_texts.history_keep, "Run history: keep at most N runs per name")
+  add_flag(run_cmd, "--no-history", texts.no_history, "Do not record this run in the run history");
+  add_option(run_cmd, "--history-keep", texts.history_keep, "Run history: keep at most N runs per name")
       ->capture_default_str()
       ->type_name("N");
-  add_option(run_cmd, "--history-max-age", run_texts.history_max_age, "Run history: delete runs older than this")
+  add_option(run_cmd, "--history-max-age", texts.history_max_age, "Run history: delete runs older than this")
       ->capture_default_str()
       ->type_name("DUR");
-  add_option(run_cmd, "--metrics-file", run_texts.metrics_file,
+  add_option(run_cmd, "--metrics-file", texts.metrics_file,
              "After the run, update this Prometheus textfile (node_exporter textfile collector)")
       ->type_name("PATH");
+}
 
-  StatusOptions status;
-  auto* status_cmd = app.add_subcommand("status", "Show a lock's holder and times; exit 0 when held, 1 when free");
-  status_cmd->add_option("NAME", status.name, "Lock name")->required();
-  add_flag(status_cmd, "--json", status.json, "Print JSON");
+void define_reports(Cli& c) {
+  c.status_cmd = c.app.add_subcommand("status", "Show a lock's holder and times; exit 0 when held, 1 when free");
+  c.status_cmd->add_option("NAME", c.status.name, "Lock name")->required();
+  add_flag(c.status_cmd, "--json", c.status.json, "Print JSON");
 
-  ListOptions list;
-  auto* list_cmd = app.add_subcommand("list", "List every held lock");
-  add_flag(list_cmd, "--json", list.json, "Print JSON");
-  add_flag(list_cmd, "--names", list.names, "Print only the names of the held locks, one per line");
+  c.list_cmd = c.app.add_subcommand("list", "List every held lock");
+  add_flag(c.list_cmd, "--json", c.list.json, "Print JSON");
+  add_flag(c.list_cmd, "--names", c.list.names, "Print only the names of the held locks, one per line");
 
-  HistoryOptions history;
-  Text history_since;
-  auto* history_cmd = app.add_subcommand("history", "Show the recorded runs, newest first, with a summary");
-  history_cmd->add_option("NAME", history.name, "Lock name (default: every name)");
-  add_option(history_cmd, "--limit", history.limit, "Show at most N runs")->capture_default_str()->type_name("N");
-  add_option(history_cmd, "--since", history_since, "Only runs that ended within DUR before now")->type_name("DUR");
-  add_flag(history_cmd, "--json", history.json, "Print JSON");
+  c.history_cmd = c.app.add_subcommand("history", "Show the recorded runs, newest first, with a summary");
+  c.history_cmd->add_option("NAME", c.history.name, "Lock name (default: every name)");
+  add_option(c.history_cmd, "--limit", c.history.limit, "Show at most N runs")->capture_default_str()->type_name("N");
+  add_option(c.history_cmd, "--since", c.history_since, "Only runs that ended within DUR before now")->type_name("DUR");
+  add_flag(c.history_cmd, "--json", c.history.json, "Print JSON");
 
-  CheckOptions check;
-  Text check_max_age;
-  auto* check_cmd = app.add_subcommand(
+  c.check_cmd = c.app.add_subcommand(
       "check", "Monitoring plugin: has a run of each NAME succeeded on any host within --max-age? (exit 0-3)");
-  check_cmd->add_option("NAME", check.names, "Lock names (the worst state wins)")->required();
-  add_option(check_cmd, "--max-age", check_max_age, "A success must have ended within this, e.g. 26h")
+  c.check_cmd->add_option("NAME", c.check.names, "Lock names (the worst state wins)")->required();
+  add_option(c.check_cmd, "--max-age", c.check_max_age, "A success must have ended within this, e.g. 26h")
       ->type_name("DUR");
-  add_option(check_cmd, "--failed", check.failed,
+  add_option(c.check_cmd, "--failed", c.check.failed,
              "The state when the newest executed run failed: warning, critical or ok")
       ->check(CLI::IsMember({"warning", "critical", "ok"}))
       ->capture_default_str()
       ->type_name("STATE");
-  add_flag(check_cmd, "--json", check.json, "Print JSON");
+  add_flag(c.check_cmd, "--json", c.check.json, "Print JSON");
+}
 
-  BreakOptions brk;
-  auto* break_cmd = app.add_subcommand("break", "Remove a lock whoever holds it (needs --force; logged)");
-  break_cmd->add_option("NAME", brk.name, "Lock name")->required();
+void define_admin(Cli& c) {
+  c.break_cmd = c.app.add_subcommand("break", "Remove a lock whoever holds it (needs --force; logged)");
+  c.break_cmd->add_option("NAME", c.brk.name, "Lock name")->required();
   // Only ever from the command line: a config file or variable must not disarm this.
-  break_cmd->add_flag("--force", brk.force, "Yes, remove someone else's lock")->configurable(false);
+  c.break_cmd->add_flag("--force", c.brk.force, "Yes, remove someone else's lock")->configurable(false);
 
-  auto* doctor_cmd = app.add_subcommand("doctor", "Check the connection, server, clock offset, index and write access");
-  auto* init_cmd = app.add_subcommand("init", "Create the indexes up front (unique program; TTL where supported)");
-  std::string init_history_max_age = "30d";
-  add_option(init_cmd, "--history-max-age", init_history_max_age,
+  c.doctor_cmd = c.app.add_subcommand("doctor", "Check the connection, server, clock offset, index and write access");
+  c.init_cmd = c.app.add_subcommand("init", "Create the indexes up front (unique program; TTL where supported)");
+  add_option(c.init_cmd, "--history-max-age", c.init_history_max_age,
              "The run history's TTL index deletes runs this long after they ended")
       ->capture_default_str()
       ->type_name("DUR");
 
-  std::string shell;
-  auto* completion_cmd = app.add_subcommand("completion", "Print the shell completion script for bash, zsh or fish");
-  completion_cmd->add_option("SHELL", shell, "bash, zsh or fish")
+  c.completion_cmd = c.app.add_subcommand("completion", "Print the shell completion script for bash, zsh or fish");
+  c.completion_cmd->add_option("SHELL", c.shell, "bash, zsh or fish")
       ->required()
       ->check(CLI::IsMember(completion_shells()));
+}
 
-  // What the command line itself says, before parse() consumes args (run's command excluded).
-  const auto command = split_command(args);
-  run.command = command.value_or(std::vector<std::string>{});
+// Parses `args` (run's command already split off); turns CLI11's errors into one-line usage errors.
+// Returns an exit code when parsing itself answered (--help, --version), else nullopt.
+std::optional<int> parse(Cli& c, std::vector<std::string> args, bool has_command) {
   const auto word = command_word(args);
-  const auto subcommands = app.get_subcommands([&](const CLI::App* sub) { return sub->get_name() == word; });
+  const auto subcommands = c.app.get_subcommands([&](const CLI::App* sub) { return sub->get_name() == word; });
   const bool unknown = !word.empty() && subcommands.empty();
-  const auto flags = verbosity_flags(option_part(args));
   std::reverse(args.begin(), args.end()); // CLI11 takes the arguments in reverse order
   try {
-    app.parse(args);
+    c.app.parse(args);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return c.app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return c.app.exit(e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return c.app.exit(e);
   } catch (const CLI::ParseError& e) {
     // (Log redacts any URI in these messages and escapes what is not printable.)
-    if (unknown && app.get_subcommands().empty()) {
+    if (unknown && c.app.get_subcommands().empty()) {
       throw usage_error(fmt::format("unknown command '{}'; the commands are acquire, release, renew, run, status, "
-                                    "list, history, break, doctor, init and completion (see 'mongolock --help')",
+                                    "list, history, check, break, doctor, init and completion (see 'mongolock "
+                                    "--help')",
                                     word));
     }
-    if (command && run_cmd->parsed() && run.names.empty()) {
+    if (has_command && c.run_cmd->parsed() && c.run.names.empty()) {
       throw usage_error("run has no lock name: after run, the first '--' starts the command, so "
                         "'run -- NAME -- CMD' runs 'NAME -- CMD' without a name; write mongolock run NAME -- CMD "
                         "(a lock name never starts with '-', so it never needs a '--' before it)");
     }
     throw usage_error(fmt::format("{}; see 'mongolock --help'", e.what()));
   }
+  return std::nullopt;
+}
 
-  // The completion script comes from the definition alone: no config file, no server.
-  if (completion_cmd->parsed()) {
-    fmt::print("{}", completion_script(app, shell, {"release", "renew", "status", "break", "history"}));
-    return k_exit_ok;
-  }
-
-  // The config file, below the command line and the environment. Its read is bounded by the connect
-  // timeout as the command line or the environment give it (the file cannot bound its own read).
-  const auto file_timeout = parse_duration(texts.connect_timeout, "--connect-timeout");
+// After parsing: the config file (below the command line and the environment), the verbosity, the URI
+// from its three layers, and the checks of values that are stored or printed later. Replaces `log`.
+void settle_globals(Cli& c, VerbosityFlags flags, Log& log) {
+  // The config file's read is bounded by the connect timeout as the command line or the environment
+  // give it (the file cannot bound its own read).
+  const auto file_timeout = parse_duration(c.texts.connect_timeout, "--connect-timeout");
   UriLayer file_uri;
-  if (config_path) {
-    file_uri = apply_config_file(app, *config_path, "--config file", file_timeout);
+  if (c.config_path) {
+    file_uri = apply_config_file(c.app, *c.config_path, "--config file", file_timeout);
   } else if (env_set("MONGOLOCK_CONFIG")) {
-    file_uri = apply_config_file(app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout);
+    file_uri =
+        apply_config_file(c.app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout);
   } else if (const auto path = default_config_file(); !path.empty()) {
-    file_uri = apply_config_file(app, path, "config file", file_timeout);
+    file_uri = apply_config_file(c.app, path, "config file", file_timeout);
   }
-  const auto level = verbosity(flags, verbose, quiet);
-  global.store.connect_timeout = parse_duration(texts.connect_timeout, "--connect-timeout");
-  global.takeover_grace = parse_duration(texts.grace, "--grace");
+  auto& global = c.global;
+  const auto level = verbosity(flags, c.verbose, c.quiet);
+  global.store.connect_timeout = parse_duration(c.texts.connect_timeout, "--connect-timeout");
+  global.takeover_grace = parse_duration(c.texts.grace, "--grace");
   global.store.count_commands = env_flag("MONGOLOCK_DEBUG_COMMANDS");
 
-  const auto uri_source = choose_uri_source({uri_text, uri_file_text}, environment_uri_layer(), file_uri);
+  const auto uri_source = choose_uri_source({c.uri_text, c.uri_file_text}, environment_uri_layer(), file_uri);
   if (uri_source.kind == UriSource::Kind::uri) global.store.uri = uri_source.value;
   if (uri_source.kind == UriSource::Kind::uri_file) {
     const auto what = uri_source.setting == "uri-file" ? "uri-file of the config file" : uri_source.setting;
@@ -499,63 +530,91 @@ int run_cli(std::vector<std::string> args, Log& log) {
                 "MONGOLOCK_URI instead");
   }
   // Values that are stored or printed on stdout later (status, list, doctor): printable text only.
-  for (const auto* process : {&acquire.process, &release.process, &renew.process}) {
+  for (const auto* process : {&c.acquire.process, &c.release.process, &c.renew.process}) {
     if (*process) validate_printable_text(**process, "--process");
   }
   validate_printable_text(global.store.database, "--db");
   validate_printable_text(global.store.collection, "--collection");
+}
 
-  if (acquire_cmd->parsed()) {
-    acquire.ttl = duration_or(acquire_texts.ttl, "--ttl", k_default_acquire_ttl);
-    acquire.take = take_options(acquire_texts);
-    return acquire_command(global, acquire, log);
+// run's options from their texts, then the run.
+int run_run(Cli& c, Log& log) {
+  auto& run = c.run;
+  const auto& texts = c.run_texts;
+  run.ttl = duration_or(c.run_take.ttl, "--ttl", k_default_run_ttl);
+  run.kill_grace = optional_duration(texts.kill_grace, "--kill-grace");
+  run.renew_interval = optional_duration(texts.renew_interval, "--renew-interval");
+  run.renew_deadline = optional_duration(texts.renew_deadline, "--renew-deadline");
+  run.timeout = optional_duration(texts.timeout, "--timeout");
+  run.kill_after = parse_duration(texts.kill_after, "--kill-after");
+  run.on_lost = texts.on_lost == "kill" ? OnLost::kill : texts.on_lost == "ignore" ? OnLost::ignore : OnLost::term;
+  run.take = take_options(c.run_take);
+  run.once_per = optional_duration(texts.once_per, "--once-per");
+  run.history.enabled = !texts.no_history;
+  run.history.keep = texts.history_keep;
+  run.history.max_age = parse_duration(texts.history_max_age, "--history-max-age");
+  if (env_set("MONGOLOCK_HISTORY_PURGE_EVERY")) {
+    run.history.purge_every =
+        parse_count(std::getenv("MONGOLOCK_HISTORY_PURGE_EVERY"), "MONGOLOCK_HISTORY_PURGE_EVERY");
   }
-  if (release_cmd->parsed()) return release_command(global, release, log);
-  if (renew_cmd->parsed()) {
-    renew.ttl = duration_or(renew_ttl, "--ttl", k_default_acquire_ttl);
-    return renew_command(global, renew, log);
+  if (texts.metrics_file) {
+    validate_printable_text(*texts.metrics_file, "--metrics-file");
+    run.metrics_file = texts.metrics_file;
   }
-  if (run_cmd->parsed()) {
-    run.ttl = duration_or(run_take.ttl, "--ttl", k_default_run_ttl);
-    run.kill_grace = optional_duration(run_texts.kill_grace, "--kill-grace");
-    run.renew_interval = optional_duration(run_texts.renew_interval, "--renew-interval");
-    run.renew_deadline = optional_duration(run_texts.renew_deadline, "--renew-deadline");
-    run.timeout = optional_duration(run_texts.timeout, "--timeout");
-    run.kill_after = parse_duration(run_texts.kill_after, "--kill-after");
-    run.on_lost = run_texts.on_lost == "kill"     ? OnLost::kill
-                  : run_texts.on_lost == "ignore" ? OnLost::ignore
-                                                  : OnLost::term;
-    run.take = take_options(run_take);
-    run.once_per = optional_duration(run_texts.once_per, "--once-per");
-    run.history.enabled = !run_texts.no_history;
-    run.history.keep = run_texts.history_keep;
-    run.history.max_age = parse_duration(run_texts.history_max_age, "--history-max-age");
-    if (env_set("MONGOLOCK_HISTORY_PURGE_EVERY")) {
-      run.history.purge_every =
-          parse_count(std::getenv("MONGOLOCK_HISTORY_PURGE_EVERY"), "MONGOLOCK_HISTORY_PURGE_EVERY");
-    }
-    if (run_texts.metrics_file) {
-      validate_printable_text(*run_texts.metrics_file, "--metrics-file");
-      run.metrics_file = run_texts.metrics_file;
-    }
-    return run_command(global, run, log);
+  return run_command(c.global, run, log);
+}
+
+// The one command that was parsed.
+int dispatch(Cli& c, Log& log) {
+  const auto& global = c.global;
+  if (c.acquire_cmd->parsed()) {
+    c.acquire.ttl = duration_or(c.acquire_texts.ttl, "--ttl", k_default_acquire_ttl);
+    c.acquire.take = take_options(c.acquire_texts);
+    return acquire_command(global, c.acquire, log);
   }
-  if (status_cmd->parsed()) return status_command(global, status, log);
-  if (list_cmd->parsed()) return list_command(global, list, log);
-  if (break_cmd->parsed()) return break_command(global, brk, log);
-  if (doctor_cmd->parsed()) return doctor_command(global, log);
-  if (history_cmd->parsed()) {
-    history.since = optional_duration(history_since, "--since");
-    return history_command(global, history, log);
+  if (c.release_cmd->parsed()) return release_command(global, c.release, log);
+  if (c.renew_cmd->parsed()) {
+    c.renew.ttl = duration_or(c.renew_ttl, "--ttl", k_default_acquire_ttl);
+    return renew_command(global, c.renew, log);
   }
-  if (check_cmd->parsed()) {
-    check.max_age = optional_duration(check_max_age, "--max-age");
-    return check_command(global, check, log);
+  if (c.run_cmd->parsed()) return run_run(c, log);
+  if (c.status_cmd->parsed()) return status_command(global, c.status, log);
+  if (c.list_cmd->parsed()) return list_command(global, c.list, log);
+  if (c.break_cmd->parsed()) return break_command(global, c.brk, log);
+  if (c.doctor_cmd->parsed()) return doctor_command(global, log);
+  if (c.history_cmd->parsed()) {
+    c.history.since = optional_duration(c.history_since, "--since");
+    return history_command(global, c.history, log);
   }
-  if (init_cmd->parsed()) {
-    return init_command(global, InitOptions{parse_duration(init_history_max_age, "--history-max-age")}, log);
+  if (c.check_cmd->parsed()) {
+    c.check.max_age = optional_duration(c.check_max_age, "--max-age");
+    return check_command(global, c.check, log);
+  }
+  if (c.init_cmd->parsed()) {
+    return init_command(global, InitOptions{parse_duration(c.init_history_max_age, "--history-max-age")}, log);
   }
   throw internal_error("no command was parsed");
+}
+
+int run_cli(std::vector<std::string> args, Log& log) {
+  Cli c;
+  define_global(c);
+  define_acquire_release_renew(c);
+  define_run(c);
+  define_reports(c);
+  define_admin(c);
+  // What the command line itself says, before parse() consumes args (run's command excluded).
+  const auto command = split_command(args);
+  c.run.command = command.value_or(std::vector<std::string>{});
+  const auto flags = verbosity_flags(option_part(args));
+  if (const auto answered = parse(c, std::move(args), command.has_value())) return *answered;
+  // The completion script comes from the definition alone: no config file, no server.
+  if (c.completion_cmd->parsed()) {
+    fmt::print("{}", completion_script(c.app, c.shell, {"release", "renew", "status", "break", "history"}));
+    return k_exit_ok;
+  }
+  settle_globals(c, flags, log);
+  return dispatch(c, log);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include <mongolock/error.hpp>
+#include <mongolock/guardian_deadline.hpp>
 #include <mongolock/process.hpp>
 
 #include <fmt/format.h>
@@ -74,8 +75,8 @@ sigset_t g_unblocked;        // what reset_inherited_signals() unblocked (given 
 } // namespace
 
 void reset_inherited_signals() {
-  struct sigaction old {};
-  struct sigaction dfl {};
+  struct sigaction old{};
+  struct sigaction dfl{};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   if (sigaction(SIGCHLD, &dfl, &old) == 0) g_chld_ignored = old.sa_handler == SIG_IGN;
@@ -91,7 +92,7 @@ void reset_inherited_signals() {
 }
 
 void ignore_sigpipe() {
-  struct sigaction ign {};
+  struct sigaction ign{};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
   sigaction(SIGPIPE, &ign, nullptr);
@@ -272,7 +273,7 @@ std::int64_t boottime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-constexpr std::int64_t k_never = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t k_never = GuardianDeadline::k_never;
 
 // The guardian: the first process of the command's process group, between mongolock and the command.
 // - It is a child subreaper: processes the command leaves behind become its children, and it exits only
@@ -298,22 +299,143 @@ void exit_if_too_late(std::int64_t start_by, int exec_pipe) {
   _exit(128 + SIGKILL);
 }
 
-template <typename Exec>
-[[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, int control, std::int64_t deadline,
-                               std::int64_t grace_ns, std::int64_t start_by, const OrphanExec& orphan,
-                               const Exec& exec) {
+// The guardian once the command runs: its loop over the signals (SIGCHLD, the kill signal), the
+// watchdog's timer and mongolock's control messages. Runs in the forked guardian only (system calls only).
+class GuardianLoop {
+public:
+  GuardianLoop(pid_t mongolock, int kill_signal, int control, pid_t command, GuardianDeadline watchdog,
+               const OrphanExec& orphan, int signals, int timer)
+      : m_mongolock(mongolock), m_kill_signal(kill_signal), m_control(control), m_command(command),
+        m_guardian(getpid()), m_watchdog(watchdog), m_orphan(orphan), m_signals(signals), m_timer(timer) {}
+
+  [[noreturn]] void run() {
+    for (;;) {
+      check_deadline();
+      pollfd fds[3] = {{m_signals, POLLIN, 0}, {m_timer, POLLIN, 0}, {m_control, POLLIN, 0}};
+      if (poll(fds, m_control >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) kill_descendants_and_exit(m_guardian, m_control);
+      check_deadline();
+      std::uint64_t expirations = 0;
+      [[maybe_unused]] const auto t = read(m_timer, &expirations, sizeof expirations);
+      const bool child_event = read_signals();
+      if (m_control >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) read_control();
+      if (child_event) reap();
+    }
+  }
+
+private:
+  // Carries out what the watchdog decided: SIGTERM (blocked in the guardian itself) and SIGCONT (a
+  // stopped job must run to act on it) to the group, the "fired" report, the SIGKILL of everything.
+  void act(GuardianDeadline::Action action, std::int64_t now) {
+    if (action.term) {
+      kill(-m_guardian, SIGTERM);
+      kill(-m_guardian, SIGCONT);
+    }
+    if (action.fired) send_message(ControlMessage::fired, now);
+    if (action.kill) kill_descendants_and_exit(m_guardian, m_control);
+  }
+
+  void send_message(ControlMessage::Kind kind, std::int64_t at) const {
+    const ControlMessage message{kind, at};
+    [[maybe_unused]] const auto n = send(m_control, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+
+  // The deadline first: whatever woke us, a passed deadline is acted on before anything is read.
+  void check_deadline() {
+    const auto now = boottime_ns();
+    act(m_watchdog.check(now), now);
+    const auto next = m_watchdog.next_wakeup();
+    itimerspec spec{};
+    if (next != k_never) {
+      spec.it_value.tv_sec = static_cast<time_t>(next / 1'000'000'000);
+      spec.it_value.tv_nsec = static_cast<long>(next % 1'000'000'000);
+    }
+    timerfd_settime(m_timer, TFD_TIMER_ABSTIME, &spec, nullptr); // zero disarms
+  }
+
+  // True when a child reported (SIGCHLD). The kill request comes first, even when a report came too.
+  bool read_signals() {
+    bool child_event = false;
+    signalfd_siginfo info{};
+    while (read(m_signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      if (static_cast<int>(info.ssi_signo) == m_kill_signal)
+        kill_descendants_and_exit(m_guardian, m_control, m_mongolock, &m_orphan);
+      child_event = true;
+    }
+    return child_event;
+  }
+
+  void read_control() {
+    ControlMessage message;
+    ssize_t n;
+    while ((n = recv(m_control, &message, sizeof message, MSG_DONTWAIT)) == static_cast<ssize_t>(sizeof message)) {
+      if (message.kind == ControlMessage::deadline) m_watchdog.extend(message.at);
+      if (message.kind == ControlMessage::stop) {
+        const auto now = boottime_ns();
+        act(m_watchdog.stop(now, message.at), now);
+      }
+    }
+    if (n == 0) kill_descendants_and_exit(m_guardian, m_control, m_mongolock, &m_orphan); // mongolock is gone
+    check_deadline();
+  }
+
+  void reap() {
+    for (;;) {
+      int status = 0;
+      const pid_t done = waitpid(-1, &status, WNOHANG | WUNTRACED);
+      if (done > 0) {
+        // The command stopped and still is (not a stale report from before a SIGCONT): stop too.
+        if (WIFSTOPPED(status) && done == m_command && is_stopped(m_command)) raise(SIGSTOP);
+        if (done == m_command && !WIFSTOPPED(status)) {
+          m_command_done = true;
+          m_command_status = status;
+        }
+        continue;
+      }
+      if (done < 0 && errno == ECHILD && m_command_done) {
+        // When the job ended, for a mongolock that was not running then (its deadline may pass before it
+        // reaps us).
+        send_message(ControlMessage::ended, boottime_ns());
+        exit_like(m_guardian, m_command_status);
+      }
+      return;
+    }
+  }
+
+  pid_t m_mongolock;
+  int m_kill_signal;
+  int m_control;
+  pid_t m_command;
+  pid_t m_guardian;
+  GuardianDeadline m_watchdog;
+  const OrphanExec& m_orphan;
+  int m_signals;
+  int m_timer;
+  bool m_command_done = false;
+  int m_command_status = 0;
+};
+
+// Blocks SIGCHLD and `kill_signal` (read from a signalfd) and the signals sent to the job's group (they
+// are for the command, which starts with its own mask, never for the guardian, whatever mask it
+// inherited); returns the set the signalfd reads.
+sigset_t block_guardian_signals(int kill_signal) {
   sigset_t waited;
   sigemptyset(&waited);
   sigaddset(&waited, SIGCHLD);
   sigaddset(&waited, kill_signal);
   sigprocmask(SIG_BLOCK, &waited, nullptr);
-  // The signals sent to the job's group are for the command (which starts with its own mask), never for
-  // the guardian, whatever mask it inherited.
   sigset_t for_the_command;
   sigemptyset(&for_the_command);
   for (const int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
     sigaddset(&for_the_command, s);
   sigprocmask(SIG_BLOCK, &for_the_command, nullptr);
+  return waited;
+}
+
+template <typename Exec>
+[[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, int control, std::int64_t deadline,
+                               std::int64_t grace_ns, std::int64_t start_by, const OrphanExec& orphan,
+                               const Exec& exec) {
+  const sigset_t waited = block_guardian_signals(kill_signal);
   prctl(PR_SET_PDEATHSIG, kill_signal);
   if (getppid() != mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -335,88 +457,8 @@ template <typename Exec>
   const int signals = signalfd(-1, &waited, SFD_NONBLOCK | SFD_CLOEXEC);
   const int timer = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
   if (signals < 0 || timer < 0) kill_descendants_and_exit(guardian, control);
-  std::int64_t kill_at = k_never; // set once the job is being stopped
-  bool stopping = false;
-  const auto start_stop = [&](std::int64_t now, std::int64_t grace) {
-    stopping = true;
-    kill_at = now + grace;
-    if (grace > 0) {
-      kill(-guardian, SIGTERM); // blocked in the guardian itself
-      kill(-guardian, SIGCONT); // a stopped job must run to act on it
-    }
-  };
-  // The deadline first: whatever woke us, a passed deadline is acted on before anything is read.
-  const auto check_deadline = [&] {
-    const auto now = boottime_ns();
-    if (!stopping && now >= deadline) {
-      // The SIGKILL is due at deadline + grace however late we woke (stopped, starved): past that, the
-      // lease may already have ended, so kill at once, without a SIGTERM (or SIGCONT) first.
-      start_stop(now, std::max<std::int64_t>(deadline + grace_ns - now, 0));
-      const ControlMessage fired{ControlMessage::fired, now};
-      [[maybe_unused]] const auto n = send(control, &fired, sizeof fired, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
-    if (stopping && now >= kill_at) kill_descendants_and_exit(guardian, control);
-    const auto next = stopping ? kill_at : deadline;
-    itimerspec spec{};
-    if (next != k_never) {
-      spec.it_value.tv_sec = static_cast<time_t>(next / 1'000'000'000);
-      spec.it_value.tv_nsec = static_cast<long>(next % 1'000'000'000);
-    }
-    timerfd_settime(timer, TFD_TIMER_ABSTIME, &spec, nullptr); // zero disarms
-  };
-  bool command_done = false;
-  int command_status = 0;
-  for (;;) {
-    check_deadline();
-    pollfd fds[3] = {{signals, POLLIN, 0}, {timer, POLLIN, 0}, {control, POLLIN, 0}};
-    if (poll(fds, control >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) kill_descendants_and_exit(guardian, control);
-    check_deadline();
-    std::uint64_t expirations = 0;
-    [[maybe_unused]] const auto t = read(timer, &expirations, sizeof expirations);
-    bool child_event = false;
-    signalfd_siginfo info{};
-    while (read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      // The kill request comes first, even when a child's report (SIGCHLD) came too.
-      if (static_cast<int>(info.ssi_signo) == kill_signal)
-        kill_descendants_and_exit(guardian, control, mongolock, &orphan);
-      child_event = true;
-    }
-    if (control >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      ControlMessage message;
-      ssize_t n;
-      while ((n = recv(control, &message, sizeof message, MSG_DONTWAIT)) == static_cast<ssize_t>(sizeof message)) {
-        if (message.kind == ControlMessage::deadline && !stopping) deadline = message.at;
-        if (message.kind == ControlMessage::stop) {
-          if (!stopping) start_stop(boottime_ns(), std::max<std::int64_t>(message.at - boottime_ns(), 0));
-          kill_at = std::min(kill_at, message.at);
-        }
-      }
-      if (n == 0) kill_descendants_and_exit(guardian, control, mongolock, &orphan); // mongolock is gone
-      check_deadline();
-    }
-    if (!child_event) continue;
-    for (;;) {
-      int status = 0;
-      const pid_t done = waitpid(-1, &status, WNOHANG | WUNTRACED);
-      if (done > 0) {
-        // The command stopped and still is (not a stale report from before a SIGCONT): stop too.
-        if (WIFSTOPPED(status) && done == command && is_stopped(command)) raise(SIGSTOP);
-        if (done == command && !WIFSTOPPED(status)) {
-          command_done = true;
-          command_status = status;
-        }
-        continue;
-      }
-      if (done < 0 && errno == ECHILD && command_done) {
-        // When the job ended, for a mongolock that was not running then (its deadline may pass before it
-        // reaps us).
-        const ControlMessage ended{ControlMessage::ended, boottime_ns()};
-        [[maybe_unused]] const auto n = send(control, &ended, sizeof ended, MSG_DONTWAIT | MSG_NOSIGNAL);
-        exit_like(guardian, command_status);
-      }
-      break;
-    }
-  }
+  GuardianLoop(mongolock, kill_signal, control, command, GuardianDeadline(deadline, grace_ns), orphan, signals, timer)
+      .run();
 }
 
 } // namespace
@@ -502,7 +544,7 @@ Child Child::spawn(const ChildSpec& spec) {
       // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
       // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
       // mask.
-      struct sigaction action {};
+      struct sigaction action{};
       sigemptyset(&action.sa_mask);
       action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
       sigaction(SIGCHLD, &action, nullptr);
