@@ -161,7 +161,7 @@ void validate_metrics_path(const std::string& path) {
   if (path.empty())
     throw usage_error("--metrics-file is empty; give a file such as /var/lib/node_exporter/mongolock.prom");
   const auto directory = directory_of(path);
-  struct stat st {};
+  struct stat st{};
   if (stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw usage_error(fmt::format("--metrics-file '{}': its directory '{}' does not exist; create it (node_exporter's "
                                   "--collector.textfile.directory)",
@@ -228,12 +228,14 @@ void write_metrics_file(const std::string& path, const std::vector<RunMetrics>& 
     std::this_thread::sleep_for(k_metrics_lock_poll);
   }
   std::string previous;
-  struct stat st {};
+  struct stat st{};
   if (stat(path.c_str(), &st) == 0) {
     try {
-      previous = read_bounded_file(path, "metrics file", FileKind::regular, Millis(1000));
-    } catch (const Error&) {
-      previous.clear(); // not ours, too big or unreadable: start afresh (counters reset)
+      previous =
+          read_bounded_file(path, "metrics file", FileKind::regular, Millis(1000), FileTrust::any, k_max_metrics_bytes);
+    } catch (const Error& e) {
+      // Never a reset: other names' series and the counters stay as they are.
+      throw Error(k_exit_internal, fmt::format("{}; not written, it is kept as it was", e.what()));
     }
   }
   const auto text = metrics_text(previous, runs);

@@ -74,8 +74,8 @@ sigset_t g_unblocked;        // what reset_inherited_signals() unblocked (given 
 } // namespace
 
 void reset_inherited_signals() {
-  struct sigaction old {};
-  struct sigaction dfl {};
+  struct sigaction old{};
+  struct sigaction dfl{};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   if (sigaction(SIGCHLD, &dfl, &old) == 0) g_chld_ignored = old.sa_handler == SIG_IGN;
@@ -91,7 +91,7 @@ void reset_inherited_signals() {
 }
 
 void ignore_sigpipe() {
-  struct sigaction ign {};
+  struct sigaction ign{};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
   sigaction(SIGPIPE, &ign, nullptr);
@@ -248,6 +248,9 @@ struct OrphanExec {
   if (orphan != nullptr && orphan->fd >= 0 && getppid() != mongolock && fcntl(orphan->fd, F_SETFD, 0) == 0) {
     execv("/proc/self/exe", orphan->argv.data());
   }
+  // Dies of the signal that killed the job, so that mongolock reports the run as killed by SIGKILL
+  // (history `signal`, the NOTE column), not as a job that exited with 137.
+  kill(getpid(), SIGKILL);
   _exit(128 + SIGKILL);
 }
 
@@ -502,7 +505,7 @@ Child Child::spawn(const ChildSpec& spec) {
       // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
       // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
       // mask.
-      struct sigaction action {};
+      struct sigaction action{};
       sigemptyset(&action.sa_mask);
       action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
       sigaction(SIGCHLD, &action, nullptr);
