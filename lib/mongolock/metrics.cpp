@@ -26,6 +26,7 @@ struct NameSeries {
   std::optional<double> last_run_timestamp;
   std::optional<double> last_run_duration;
   std::optional<double> last_run_exit_code;
+  std::optional<double> last_run_wait;
   std::optional<double> last_success_timestamp;
 };
 
@@ -36,6 +37,7 @@ constexpr Millis k_metrics_lock_wait{2000};
 constexpr std::string_view k_runs_total = "mongolock_runs_total";
 constexpr std::string_view k_last_run_timestamp = "mongolock_last_run_timestamp_seconds";
 constexpr std::string_view k_last_run_duration = "mongolock_last_run_duration_seconds";
+constexpr std::string_view k_last_run_wait = "mongolock_last_run_wait_seconds";
 constexpr std::string_view k_last_run_exit_code = "mongolock_last_run_exit_code";
 constexpr std::string_view k_last_success_timestamp = "mongolock_last_success_timestamp_seconds";
 
@@ -124,6 +126,8 @@ std::map<std::string, NameSeries> parse_metrics(const std::string& text) {
       series.last_run_duration = value;
     } else if (metric == k_last_run_exit_code) {
       series.last_run_exit_code = value;
+    } else if (metric == k_last_run_wait) {
+      series.last_run_wait = value;
     } else if (metric == k_last_success_timestamp) {
       series.last_success_timestamp = value;
     }
@@ -182,6 +186,7 @@ std::string metrics_text(const std::string& previous, const std::vector<RunMetri
     series.last_run_timestamp = run.ended_at;
     series.last_run_duration = run.duration.value_or(0);
     series.last_run_exit_code = run.exit_code;
+    series.last_run_wait = run.waited;
     if (run.outcome == Outcome::ok) series.last_success_timestamp = run.ended_at;
   }
   std::string out;
@@ -201,6 +206,8 @@ std::string metrics_text(const std::string& previous, const std::vector<RunMetri
               "{:.3f}");
   write_gauge(out, k_last_run_exit_code, "The exit status of that run.", all, &NameSeries::last_run_exit_code,
               "{:.0f}");
+  write_gauge(out, k_last_run_wait, "How long that run waited for its locks.", all, &NameSeries::last_run_wait,
+              "{:.3f}");
   write_gauge(out, k_last_success_timestamp, "When the last run with outcome ok ended, Unix time.", all,
               &NameSeries::last_success_timestamp, "{:.3f}");
   return out;

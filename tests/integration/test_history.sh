@@ -344,7 +344,8 @@ name, other = sys.argv[2], sys.argv[3]
 families = {f.name: f for f in text_string_to_metric_families(text)}
 assert families["mongolock_runs"].type == "counter", families["mongolock_runs"].type
 for g in ("mongolock_last_run_timestamp_seconds", "mongolock_last_run_duration_seconds",
-          "mongolock_last_run_exit_code", "mongolock_last_success_timestamp_seconds"):
+          "mongolock_last_run_exit_code", "mongolock_last_run_wait_seconds",
+          "mongolock_last_success_timestamp_seconds"):
     assert families[g].type == "gauge", (g, families[g].type)
 def value(metric, **labels):
     found = [s.value for f in families.values() for s in f.samples if s.name == metric and s.labels == labels]
@@ -365,6 +366,21 @@ for n in (name, other):
     assert now - 120 < value("mongolock_last_success_timestamp_seconds", name=n) <= value(
         "mongolock_last_run_timestamp_seconds", name=n) < now + 120, n
 EOF
+  # The last run's wait for the lock; a skipped run (another host's, in a fleet) does not move it.
+  local wait_gauge
+  wait_gauge() { sed -n "s/^mongolock_last_run_wait_seconds{name=\"$other\"} //p" "$m"; }
+  ml acquire "$other" --process "$HOST:4242" >/dev/null
+  (sleep 1 && ml release "$other" --process "$HOST:4242") &
+  expect_exit 0 -- ml run "$other" --metrics-file "$m" --wait 20s -- true
+  wait
+  python3 -c 'import sys; w = float(sys.argv[1]); assert 0.8 <= w < 20, w' "$(wait_gauge)" ||
+    fail "mongolock_last_run_wait_seconds after a 1 s wait: $(wait_gauge)"
+  local waited
+  waited=$(wait_gauge)
+  ml acquire "$other" --process "$HOST:4242" >/dev/null
+  expect_exit 75 -- ml run "$other" --metrics-file "$m" -- true
+  ml release "$other" --process "$HOST:4242"
+  assert_eq "$(wait_gauge)" "$waited" "the wait gauge after a skipped run"
   # A run that fails after a success leaves the success time as it was.
   local before after
   before=$(grep "^mongolock_last_success_timestamp_seconds{name=\"$name\"}" "$m")
@@ -400,7 +416,8 @@ while not os.path.exists(stop):
     families = list(text_string_to_metric_families(text))
     names = [f.name for f in families]
     assert names == ["mongolock_runs", "mongolock_last_run_timestamp_seconds", "mongolock_last_run_duration_seconds",
-                     "mongolock_last_run_exit_code", "mongolock_last_success_timestamp_seconds"], names
+                     "mongolock_last_run_exit_code", "mongolock_last_run_wait_seconds",
+                     "mongolock_last_success_timestamp_seconds"], names
     assert text.endswith("\n"), text[-100:]
     reads += 1
 print(f"reads={reads}")
