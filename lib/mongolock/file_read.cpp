@@ -56,7 +56,9 @@ std::optional<std::string> untrusted_reason(uid_t owner, mode_t mode, uid_t me) 
 }
 
 std::string read_bounded_file(const std::string& path, std::string_view what, FileKind kind, Millis timeout,
-                              FileTrust trust) {
+                              FileTrust trust, std::size_t max_bytes) {
+  const auto limit = max_bytes % (1024 * 1024) == 0 ? fmt::format("{} MiB", max_bytes / (1024 * 1024))
+                                                    : fmt::format("{} KiB", max_bytes / 1024);
   const auto fail = [&](std::string_view why) {
     return usage_error(fmt::format("cannot read {} '{}': {}", what, path, why));
   };
@@ -65,11 +67,11 @@ std::string read_bounded_file(const std::string& path, std::string_view what, Fi
       throw fail(fmt::format("it is {}; it must be a regular file{}", type_name(st.st_mode),
                              kind == FileKind::regular_or_pipe ? " or a pipe" : ""));
     }
-    if (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > k_max_file_bytes) {
-      throw fail(fmt::format("it is {} bytes long; the limit is 64 KiB", st.st_size));
+    if (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > max_bytes) {
+      throw fail(fmt::format("it is {} bytes long; the limit is {}", st.st_size, limit));
     }
   };
-  struct stat st {};
+  struct stat st{};
   if (path.empty()) throw usage_error(fmt::format("empty {} name; give a path", what));
   if (stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
   check(st);
@@ -104,7 +106,7 @@ std::string read_bounded_file(const std::string& path, std::string_view what, Fi
     if (n < 0) throw fail(std::strerror(errno));
     if (n == 0) return content;
     content.append(buf, static_cast<std::size_t>(n));
-    if (content.size() > k_max_file_bytes) throw fail("it is longer than 64 KiB");
+    if (content.size() > max_bytes) throw fail(fmt::format("it is longer than {}", limit));
   }
 }
 

@@ -36,7 +36,9 @@ enum class FileTrust { any, private_to_user };
 // timeout). Opens with O_NONBLOCK and waits with poll(2), so no read blocks past `timeout`. With
 // FileTrust::private_to_user also a regular file that untrusted_reason() refuses (exit 64, with the fix:
 // chmod go-w, or a file of one's own); pipes are not checked (their writer is whoever made them).
+// `max_bytes`: the bound (a URI or config file: k_max_file_bytes; a metrics file: more).
 [[nodiscard]] std::string read_bounded_file(const std::string& path, std::string_view what, FileKind kind,
-                                            Millis timeout, FileTrust trust = FileTrust::any);
+                                            Millis timeout, FileTrust trust = FileTrust::any,
+                                            std::size_t max_bytes = k_max_file_bytes);
 
 } // namespace mongolock

@@ -26,6 +26,7 @@ struct NameSeries {
   std::optional<double> last_run_timestamp;
   std::optional<double> last_run_duration;
   std::optional<double> last_run_exit_code;
+  std::optional<double> last_run_wait;
   std::optional<double> last_success_timestamp;
 };
 
@@ -36,6 +37,7 @@ constexpr Millis k_metrics_lock_wait{2000};
 constexpr std::string_view k_runs_total = "mongolock_runs_total";
 constexpr std::string_view k_last_run_timestamp = "mongolock_last_run_timestamp_seconds";
 constexpr std::string_view k_last_run_duration = "mongolock_last_run_duration_seconds";
+constexpr std::string_view k_last_run_wait = "mongolock_last_run_wait_seconds";
 constexpr std::string_view k_last_run_exit_code = "mongolock_last_run_exit_code";
 constexpr std::string_view k_last_success_timestamp = "mongolock_last_success_timestamp_seconds";
 
@@ -124,6 +126,8 @@ std::map<std::string, NameSeries> parse_metrics(const std::string& text) {
       series.last_run_duration = value;
     } else if (metric == k_last_run_exit_code) {
       series.last_run_exit_code = value;
+    } else if (metric == k_last_run_wait) {
+      series.last_run_wait = value;
     } else if (metric == k_last_success_timestamp) {
       series.last_success_timestamp = value;
     }
@@ -161,7 +165,7 @@ void validate_metrics_path(const std::string& path) {
   if (path.empty())
     throw usage_error("--metrics-file is empty; give a file such as /var/lib/node_exporter/mongolock.prom");
   const auto directory = directory_of(path);
-  struct stat st {};
+  struct stat st{};
   if (stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw usage_error(fmt::format("--metrics-file '{}': its directory '{}' does not exist; create it (node_exporter's "
                                   "--collector.textfile.directory)",
@@ -182,6 +186,7 @@ std::string metrics_text(const std::string& previous, const std::vector<RunMetri
     series.last_run_timestamp = run.ended_at;
     series.last_run_duration = run.duration.value_or(0);
     series.last_run_exit_code = run.exit_code;
+    series.last_run_wait = run.waited;
     if (run.outcome == Outcome::ok) series.last_success_timestamp = run.ended_at;
   }
   std::string out;
@@ -201,6 +206,8 @@ std::string metrics_text(const std::string& previous, const std::vector<RunMetri
               "{:.3f}");
   write_gauge(out, k_last_run_exit_code, "The exit status of that run.", all, &NameSeries::last_run_exit_code,
               "{:.0f}");
+  write_gauge(out, k_last_run_wait, "How long that run waited for its locks.", all, &NameSeries::last_run_wait,
+              "{:.3f}");
   write_gauge(out, k_last_success_timestamp, "When the last run with outcome ok ended, Unix time.", all,
               &NameSeries::last_success_timestamp, "{:.3f}");
   return out;
@@ -228,12 +235,14 @@ void write_metrics_file(const std::string& path, const std::vector<RunMetrics>& 
     std::this_thread::sleep_for(k_metrics_lock_poll);
   }
   std::string previous;
-  struct stat st {};
+  struct stat st{};
   if (stat(path.c_str(), &st) == 0) {
     try {
-      previous = read_bounded_file(path, "metrics file", FileKind::regular, Millis(1000));
-    } catch (const Error&) {
-      previous.clear(); // not ours, too big or unreadable: start afresh (counters reset)
+      previous =
+          read_bounded_file(path, "metrics file", FileKind::regular, Millis(1000), FileTrust::any, k_max_metrics_bytes);
+    } catch (const Error& e) {
+      // Never a reset: other names' series and the counters stay as they are.
+      throw Error(k_exit_internal, fmt::format("{}; not written, it is kept as it was", e.what()));
     }
   }
   const auto text = metrics_text(previous, runs);

@@ -249,6 +249,9 @@ struct OrphanExec {
   if (orphan != nullptr && orphan->fd >= 0 && getppid() != mongolock && fcntl(orphan->fd, F_SETFD, 0) == 0) {
     execv("/proc/self/exe", orphan->argv.data());
   }
+  // Dies of the signal that killed the job, so that mongolock reports the run as killed by SIGKILL
+  // (history `signal`, the NOTE column), not as a job that exited with 137.
+  kill(getpid(), SIGKILL);
   _exit(128 + SIGKILL);
 }
 

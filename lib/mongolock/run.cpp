@@ -142,7 +142,8 @@ private:
           .ended_at = static_cast<double>(ended_at.time_since_epoch().count()) / 1000.0,
           .duration =
               run.duration ? std::optional<double>(static_cast<double>(run.duration->count()) / 1000.0) : std::nullopt,
-          .exit_code = exit_code});
+          .exit_code = exit_code,
+          .waited = static_cast<double>(run.waited.count()) / 1000.0});
       runs.push_back(std::move(run));
     }
     if (store != nullptr && clock) {

@@ -344,7 +344,8 @@ name, other = sys.argv[2], sys.argv[3]
 families = {f.name: f for f in text_string_to_metric_families(text)}
 assert families["mongolock_runs"].type == "counter", families["mongolock_runs"].type
 for g in ("mongolock_last_run_timestamp_seconds", "mongolock_last_run_duration_seconds",
-          "mongolock_last_run_exit_code", "mongolock_last_success_timestamp_seconds"):
+          "mongolock_last_run_exit_code", "mongolock_last_run_wait_seconds",
+          "mongolock_last_success_timestamp_seconds"):
     assert families[g].type == "gauge", (g, families[g].type)
 def value(metric, **labels):
     found = [s.value for f in families.values() for s in f.samples if s.name == metric and s.labels == labels]
@@ -365,6 +366,21 @@ for n in (name, other):
     assert now - 120 < value("mongolock_last_success_timestamp_seconds", name=n) <= value(
         "mongolock_last_run_timestamp_seconds", name=n) < now + 120, n
 EOF
+  # The last run's wait for the lock; a skipped run (another host's, in a fleet) does not move it.
+  local wait_gauge
+  wait_gauge() { sed -n "s/^mongolock_last_run_wait_seconds{name=\"$other\"} //p" "$m"; }
+  ml acquire "$other" --process "$HOST:4242" >/dev/null
+  (sleep 1 && ml release "$other" --process "$HOST:4242") &
+  expect_exit 0 -- ml run "$other" --metrics-file "$m" --wait 20s -- true
+  wait
+  python3 -c 'import sys; w = float(sys.argv[1]); assert 0.8 <= w < 20, w' "$(wait_gauge)" ||
+    fail "mongolock_last_run_wait_seconds after a 1 s wait: $(wait_gauge)"
+  local waited
+  waited=$(wait_gauge)
+  ml acquire "$other" --process "$HOST:4242" >/dev/null
+  expect_exit 75 -- ml run "$other" --metrics-file "$m" -- true
+  ml release "$other" --process "$HOST:4242"
+  assert_eq "$(wait_gauge)" "$waited" "the wait gauge after a skipped run"
   # A run that fails after a success leaves the success time as it was.
   local before after
   before=$(grep "^mongolock_last_success_timestamp_seconds{name=\"$name\"}" "$m")
@@ -400,7 +416,8 @@ while not os.path.exists(stop):
     families = list(text_string_to_metric_families(text))
     names = [f.name for f in families]
     assert names == ["mongolock_runs", "mongolock_last_run_timestamp_seconds", "mongolock_last_run_duration_seconds",
-                     "mongolock_last_run_exit_code", "mongolock_last_success_timestamp_seconds"], names
+                     "mongolock_last_run_exit_code", "mongolock_last_run_wait_seconds",
+                     "mongolock_last_success_timestamp_seconds"], names
     assert text.endswith("\n"), text[-100:]
     reads += 1
 print(f"reads={reads}")
@@ -413,6 +430,44 @@ EOF
   wait "$reader" || fail_with "the reader saw a partial or malformed file" reader "$T/reader.out"
   grep -qE '^reads=[1-9]' "$T/reader.out" || fail_with "the reader read nothing" reader "$T/reader.out"
   assert_eq "$(grep -c "^mongolock_runs_total{name=\"$name\",outcome=\"ok\"} 21$" "$m")" "1" "ok runs counted"
+}
+
+# A host with many jobs shares one metrics file: over 64 KiB (150 names here), every name's series and
+# counters stay when one more name runs; a file mongolock cannot read (over its 16 MiB bound) is left as
+# it was, with one warning, never reset.
+metrics_file_keeps_every_name() {
+  local name m sum
+  name=$(lock_name)
+  m=$T/many.prom
+  expect_exit 0 -- ml run "$name-0" --metrics-file "$m" -- true
+  # 150 more names' series in mongolock's own format, each counted 7 ok runs.
+  python3 - "$m" "$name" <<'EOF'
+import sys
+path, name = sys.argv[1], sys.argv[2]
+out = []
+for line in open(path).read().splitlines():
+    if line.startswith("#"):
+        out.append(line)
+        continue
+    for i in range(151):
+        series = line.replace(f'name="{name}-0"', f'name="{name}-{i}"')
+        if series.startswith("mongolock_runs_total") and 'outcome="ok"' in series:
+            series = series.rsplit(" ", 1)[0] + " 7"
+        out.append(series)
+open(path, "w").write("\n".join(out) + "\n")
+EOF
+  (($(stat -c %s "$m") > 65536)) || fail "the planted metrics file is only $(stat -c %s "$m") bytes"
+  expect_exit 0 -- ml run "$name-new" --metrics-file "$m" -- true
+  assert_eq "$(grep -c '^mongolock_runs_total{.*outcome="ok"} 7$' "$m")" "151" "names that kept their 7 ok runs"
+  assert_eq "$(grep -c "^mongolock_runs_total{name=\"$name-new\",outcome=\"ok\"} 1$" "$m")" "1" "the new name's run"
+  assert_eq "$(grep -c '^mongolock_last_run_timestamp_seconds{' "$m")" "152" "names with a last-run time"
+  # Over the bound: not read, not written, one warning; the run's own status is unchanged.
+  truncate -s 17M "$T/huge.prom"
+  sum=$(md5sum <"$T/huge.prom")
+  expect_exit 0 -- ml run "$name-new" --metrics-file "$T/huge.prom" -- true
+  assert_eq "$(md5sum <"$T/huge.prom")" "$sum" "the unreadable metrics file"
+  assert_contains "$ERR" "is kept as it was"
+  assert_eq "$(grep -c . "$ERR")" "1" "lines on stderr"
 }
 
 recorded_command_is_redacted_and_bounded() {
@@ -465,6 +520,7 @@ run_case "retention: at most N per name, none older than the max age" retention_
 run_case "concurrent writers: 8 runs at once keep exactly the newest N; one metrics file counts all" concurrent_writers
 run_case "metrics file: text format (reference parser), values per outcome, bad paths, failed write" metrics_file_format_and_values
 run_case "metrics file: replaced whole (a reader never sees a partial file)" metrics_file_is_replaced_whole
+run_case "a metrics file over 64 KiB keeps every name; one it cannot read is kept as it was" metrics_file_keeps_every_name
 run_case "recorded command: redacted, at most 32 arguments of 256 bytes" recorded_command_is_redacted_and_bounded
 run_case "stored runs with control characters are escaped in history and status" hostile_stored_runs_are_escaped
 finish

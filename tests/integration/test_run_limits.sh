@@ -20,7 +20,8 @@ timeout_stops_command() {
   assert_free "$name"
 }
 
-# A command that ignores SIGTERM is SIGKILLed --kill-after later; still 124, lock released.
+# A command that ignores SIGTERM is SIGKILLed --kill-after later; still 124, lock released; the history
+# says it died of SIGKILL (mongolock's guardian killed it), as the messages do.
 timeout_kill_after() {
   local name
   name=$(lock_name)
@@ -30,6 +31,10 @@ timeout_kill_after() {
   assert_contains "$ERR" "sending SIGKILL"
   ! pid_alive "$(cat "$T/pid")" || fail "the command survived SIGKILL"
   assert_free "$name"
+  expect_exit 0 -- ml history "$name" --json
+  assert_matches "$OUT" '"signal": ?"KILL"'
+  expect_exit 0 -- ml history "$name"
+  assert_matches "$OUT" "timeout +124 +SIGKILL"
 }
 
 # The whole process group is stopped, not only the direct child.
