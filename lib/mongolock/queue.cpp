@@ -58,7 +58,8 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
 
 bool WaitQueue::keep_alive(Millis lease) {
   const auto first_sent = LeaseClock::now();
-  if (m_tickets.empty() || first_sent < renewal_due()) return true;
+  // Due, or moved up to the first in line with a far waiter's long lease: renew to the short one now.
+  if (m_tickets.empty() || (first_sent < renewal_due() && lease >= m_lease)) return true;
   for (const auto& ticket : m_tickets) {
     const auto sent = LeaseClock::now();
     const auto now = m_store.clock().latest(sent);
@@ -93,8 +94,11 @@ bool WaitQueue::ticket_live() const {
 
 bool WaitQueue::at_head() {
   const auto now = m_store.clock().earliest_now(); // dead only when expired for sure
+  const auto local = LeaseClock::now();
   const auto tickets = m_store.tickets(m_names);
   std::map<std::string, bool> found;
+  std::map<std::string, int> places; // per name: live tickets ahead of this one so far
+  std::map<std::string, StaleWatch> watched;
   m_ahead.clear();
   m_read = true;
   for (const auto& ticket : tickets) {
@@ -106,6 +110,21 @@ bool WaitQueue::at_head() {
     }
     if (found[ticket.name]) continue; // behind us
     if (ticket.expires_at > now) {
+      const int place = ++places[ticket.name];
+      if (place <= m_timing.followers && ticket.expires_at - now > m_timing.ticket_lease + answer_limit()) {
+        // A ticket among the first in line that still has a far waiter's long lease: a live waiter renews
+        // to the short one within far_max of moving up; one that has not for longer is dead (killed far
+        // back) and holds up the line no longer.
+        auto watch = m_stale.find(ticket.id);
+        const bool same = watch != m_stale.end() && watch->second.expires_at == ticket.expires_at;
+        const auto since = same ? watch->second.since : local;
+        watched[ticket.id] = StaleWatch{since, ticket.expires_at};
+        if (local - since >= stale_after()) {
+          m_log.debugf("skipping the queue ticket of {} on '{}': among the first in line, not renewed for {}",
+                       ticket.process, ticket.name, format_duration(stale_after()));
+          continue;
+        }
+      }
       m_ahead[ticket.name][ticket.id] = ticket.expires_at;
     } else if (ticket.expires_at <= now - m_timing.purge_after) {
       // A dead waiter's ticket: delete it, only if it is still expired (a read-then-write server may
@@ -115,6 +134,7 @@ bool WaitQueue::at_head() {
       }
     }
   }
+  m_stale = std::move(watched);
   return head();
 }
 

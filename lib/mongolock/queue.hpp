@@ -13,7 +13,9 @@
 // The queue's rule, only the head takes the lock, holds while a waiter's calls are answered within
 // answer_limit() (1 s): a ticket renewal answered later does not count (the waiter rejoins at the back),
 // and a woken head tries without renewing only while its ticket is certainly live (ticket_live()). A
-// waiter stopped between its last check and its insert can still take the lock out of turn.
+// waiter stopped between its last check and its insert can still take the lock out of turn, and so can
+// one stopped for stale_after() just after it moved up among the first in line with a far waiter's long
+// lease (those behind then skip its ticket as a dead waiter's: at_head()).
 // The queue is fairness only. Mutual exclusion still comes from the unique index on the lock documents
 // alone; two waiters that both believe they are head at once (a stale read) only race for the insert.
 // Acquirers without --wait do not look at the queue and may take a free lock at the moment of a handover.
@@ -40,8 +42,9 @@ namespace mongolock {
 //   the first in line follow the events again.
 // - The waiters farther back hold no cursor: they read the queue every far_interval() (sooner the closer
 //   they are and the faster the line moves) and
-//   renew their tickets every 9 s with far_ticket_lease (24 s): a waiter killed with SIGKILL far back
-//   holds up the line for at most that long, should the line reach it before its ticket expires.
+//   renew their tickets every 9 s with far_ticket_lease (24 s), and to the short lease as soon as they
+//   move up among the first `followers`: so a ticket that keeps its long lease there is a dead waiter's,
+//   and those behind skip it after WaitQueue::stale_after() (9.5 s) rather than the rest of its lease.
 // In a line that stands still a waiter sends about 0.3 commands a second, the head about 1.7.
 // Without push (--no-push) the first `followers` poll every `poll` instead.
 struct QueueTiming {
@@ -100,6 +103,11 @@ public:
   // ticket that may have expired could already be skipped by the waiter behind it.
   [[nodiscard]] bool ticket_live() const;
 
+  // How long a ticket among the first `followers` may keep a far waiter's long lease before the waiters
+  // behind it skip it as dead: far_max (the longest a live far waiter takes to see that it moved up) +
+  // push_check (its next step, which renews) + 2 x answer_limit() (the renewal's answer, and slack) = 9.5 s.
+  [[nodiscard]] Millis stale_after() const { return m_timing.far_max + m_timing.push_check + 2 * answer_limit(); }
+
   // Half of purge_after: a dead ticket is deleted only purge_after past its expiry (server clock), so a
   // renewal answered within this, with client clock estimates within it of each other, cannot have raced
   // that delete (the two filters, expires_at > sent and expires_at <= now - purge_after, cannot both
@@ -108,7 +116,9 @@ public:
 
   // Reads the queue of every joined name (one find) and remembers the live tickets ahead of this waiter;
   // true when there are none on any name (head()). Deletes dead tickets found ahead of it (expired
-  // `purge_after` ago). Throws Error (69).
+  // `purge_after` ago). Skips (without deleting) a ticket among the first `followers` in line that has
+  // kept a far waiter's long lease, unrenewed, for stale_after() of this waiter's reads: its waiter died
+  // far back (a live one renews to the short lease once it moves up). Throws Error (69).
   [[nodiscard]] bool at_head();
 
   // Ticket `ticket` of lock `name` has left the line (a wake-up event: the lock it was taken with was
@@ -147,6 +157,13 @@ private:
   Millis m_lease{0}; // the lease the tickets were last given (join: ticket_lease)
   // Per name: the live tickets ahead of this waiter (_id -> expires_at), as read and since passed.
   std::map<std::string, std::map<std::string, ServerTime>> m_ahead;
+  // Tickets among the first `followers` in line that still had a far waiter's long lease when read: since
+  // when (local time) this waiter has seen them so, with that same expiry (at_head()).
+  struct StaleWatch {
+    LocalTime since;
+    ServerTime expires_at;
+  };
+  std::map<std::string, StaleWatch> m_stale;
   bool m_read = false; // at_head() ran since joining
 };
 

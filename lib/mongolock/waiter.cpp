@@ -241,7 +241,9 @@ Millis Waiter::still_interval(int position) const {
 }
 
 Millis Waiter::ticket_lease() const {
-  return m_state == State::far ? m_policy.queue.far_ticket_lease : m_policy.queue.ticket_lease;
+  // By place, not state: the first in line keep the short lease also while the line stands still (then
+  // they wait as far ones do), so that a long lease among them means a dead waiter (WaitQueue::at_head()).
+  return m_read_position > m_policy.queue.followers ? m_policy.queue.far_ticket_lease : m_policy.queue.ticket_lease;
 }
 
 Millis Waiter::pause_for() const {

@@ -77,7 +77,8 @@ private:
   void wait(Millis pause, const Sleeper& sleep);
   void on_event(const WakeEvent& event);
   void on_feed_error(const Error& e);
-  // The lease the tickets get in the current state: ticket_lease among the first in line, else far_ticket_lease.
+  // The lease the tickets get: ticket_lease among the first `followers` in line (by the last read place), else
+  // far_ticket_lease.
   [[nodiscard]] Millis ticket_lease() const;
 
   Locker& m_locker;

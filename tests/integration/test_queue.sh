@@ -154,6 +154,32 @@ killed_waiter_skipped_after_its_lease() {
   assert_not_contains "$OUT" "waiters:"
 }
 
+# A waiter killed with SIGKILL while far back (behind the first three, with their long 24 s ticket
+# lease): once the line reaches it, those behind skip its ticket after it has kept that lease among the
+# first in line for 9.5 s, well before the lease ends.
+killed_far_waiter_skipped_before_its_lease() {
+  local name i pids=() killed_at started_at
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  for i in 1 2 3 4 5; do
+    start_bg "k$i" ml run "$name" --wait 60s -- sh -c 'echo "$2" >>"$1/order"' _ "$T" "k$i"
+    pids+=("$BG_PID")
+    wait_until 10 tickets_are "$name" "$i"
+  done
+  sleep 3 # k4 has read the queue and renewed (1.5 s after joining): far back, with the long lease
+  kill -KILL "${pids[3]}"
+  killed_at=$(now_ms)
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  for i in 1 2 3 5; do
+    expect_bg_exit 0 "${pids[i - 1]}" "k$i"
+  done
+  started_at=$(now_ms)
+  assert_eq "$(order)" "k1 k2 k3 k5" "who ran"
+  local after=$((started_at - killed_at))
+  ((after >= 9000)) || fail "k5 ran ${after}ms after the kill, before the dead ticket was judged stale"
+  ((after <= 17000)) || fail "the dead far waiter held up the line for ${after}ms (its lease: 24 s)"
+}
+
 wait_timeout_removes_ticket() {
   local name
   name=$(lock_name)
@@ -410,6 +436,7 @@ run_case "--no-push: waiters poll and still get the lock in order" polling_witho
 run_case "a release wakes the head of the queue at once; an un-waited release is one command" push_wakes_the_head
 run_case "a running holder marks its own lock for waiters; waiters never write a lock document" run_holder_marks_itself
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
+run_case "a waiter killed far back is skipped once it keeps its long lease among the first in line" killed_far_waiter_skipped_before_its_lease
 run_case "a --wait timeout removes the ticket (acquire and run)" wait_timeout_removes_ticket
 run_case "SIGTERM to a waiting run removes its ticket" sigterm_removes_ticket
 run_case "SIGTERM, SIGINT, SIGHUP end acquire --wait with 128+N and delete its ticket at once" sigterm_removes_acquire_ticket

@@ -145,3 +145,55 @@ TEST_CASE("A waiter that times out leaves no ticket; without --wait there is one
 }
 
 TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("WaitQueue");
+
+TEST_CASE("A ticket that keeps a far waiter's long lease among the first in line is skipped as dead") {
+  MemoryStore store;
+  QueueTiming t;
+  t.followers = 3;
+  t.far_max = 10ms; // stale_after() = far_max + push_check + 2 x answer_limit() = 40 ms here
+  t.push_check = 10ms;
+  t.purge_after = 20ms;
+  const auto plant = [&](std::int64_t seq, Millis lease) {
+    TicketRecord ticket;
+    ticket.name = "job";
+    ticket.seq = seq;
+    ticket.process = "d:" + std::to_string(seq);
+    ticket.since = store.clock().now();
+    ticket.expires_at = store.clock().now() + lease;
+    REQUIRE(store.insert_ticket(ticket));
+    return ticket;
+  };
+  const auto dead = plant(1, t.far_ticket_lease); // a waiter killed far back, its ticket now first in line
+  WaitQueue w(store, quiet, t);
+  w.join({"job"}, "w:9");
+  CHECK_FALSE(w.at_head()); // seen once: still ahead
+  CHECK(w.position() == 2);
+  std::this_thread::sleep_for(60ms);
+  CHECK(w.at_head()); // kept its long lease for stale_after(): skipped
+  CHECK(store.tickets({"job"}).size() == 2); // skipped, not deleted (it has not expired)
+  // Renewed (still far as it sees itself, with a long lease): watched afresh, ahead again.
+  const auto now = store.clock().now();
+  REQUIRE(store.renew_ticket(dead.id, now,
+                             now + t.far_ticket_lease + 1s) == 1);
+  CHECK_FALSE(w.at_head());
+
+  // A live waiter renews to the short lease once it moves up: never skipped.
+  MemoryStore store2;
+  TicketRecord live;
+  live.name = "job";
+  live.seq = 1;
+  live.process = "l:1";
+  live.since = store2.clock().now();
+  live.expires_at = store2.clock().now() + t.ticket_lease;
+  REQUIRE(store2.insert_ticket(live));
+  WaitQueue w2(store2, quiet, t);
+  w2.join({"job"}, "w:9");
+  CHECK_FALSE(w2.at_head());
+  std::this_thread::sleep_for(60ms);
+  CHECK_FALSE(w2.at_head());
+  CHECK(w2.position() == 2);
+}
+
+TEST_SUITE_END();
