@@ -171,12 +171,11 @@ TEST_CASE("A ticket that keeps a far waiter's long lease among the first in line
   CHECK_FALSE(w.at_head()); // seen once: still ahead
   CHECK(w.position() == 2);
   std::this_thread::sleep_for(60ms);
-  CHECK(w.at_head()); // kept its long lease for stale_after(): skipped
+  CHECK(w.at_head());                        // kept its long lease for stale_after(): skipped
   CHECK(store.tickets({"job"}).size() == 2); // skipped, not deleted (it has not expired)
   // Renewed (still far as it sees itself, with a long lease): watched afresh, ahead again.
   const auto now = store.clock().now();
-  REQUIRE(store.renew_ticket(dead.id, now,
-                             now + t.far_ticket_lease + 1s) == 1);
+  REQUIRE(store.renew_ticket(dead.id, now, now + t.far_ticket_lease + 1s) == 1);
   CHECK_FALSE(w.at_head());
 
   // A live waiter renews to the short lease once it moves up: never skipped.
