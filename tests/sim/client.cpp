@@ -127,7 +127,7 @@ void Client::start(LockRecord lock) {
                            m_lock->fence ? fmt::format(", fence {}", *m_lock->fence) : std::string(),
                            ms(std::chrono::duration_cast<Millis>(m_job_planned_end - now)),
                            ms(std::chrono::duration_cast<Millis>(m_book->deadline() - now))));
-  m_world.job_started(m_lock->name, m_lock->fence);
+  m_world.job_started(*m_lock);
   m_wake_at = std::min({m_next_renewal, m_job_planned_end, m_book->deadline()});
 }
 
@@ -163,6 +163,7 @@ void Client::renew() {
       return;
     }
     const auto received = m_world.now();
+    if (received >= deadline) m_world.count("late replies");
     if (received >= deadline && m_world.config().plant != Plant::late_reply) {
       set_lost("the renewal was answered after the renew deadline");
       return;

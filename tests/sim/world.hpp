@@ -107,8 +107,9 @@ public:
   void note(std::string line); // the trace (last ~50 lines, printed on a failure; all with keep_trace())
   void keep_trace() { m_keep_trace = true; }
   [[nodiscard]] std::string trace() const;
-  // Called by a client that starts its job under the fence `fence` (names with one slot).
-  void job_started(const std::string& name, std::optional<std::int64_t> fence);
+  // Called by a client that starts its job under `lock`: its fencing token (names with one slot) must be
+  // higher than every token a job of the name started with before.
+  void job_started(const mongolock::LockRecord& lock);
   // Client `client`'s attempt on `name`, begun at `started`, found every slot held (liveness check).
   void attempt_held(const Client& client, const std::string& name, LocalTime started);
   // A purge of `removed` (selected by expired_by) took place now.
