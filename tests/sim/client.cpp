@@ -15,6 +15,10 @@ namespace {
 
 std::string ms(Millis d) { return fmt::format("{} ms", d.count()); }
 
+// GuardianDeadline's time: CLOCK_BOOTTIME (here: virtual) nanoseconds.
+std::int64_t ns(LocalTime t) { return t.time_since_epoch().count(); }
+std::int64_t ns(Millis d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
+
 } // namespace
 
 Client::Client(World& world, int id)
@@ -106,7 +110,6 @@ void Client::start(LockRecord lock) {
   m_lock = std::move(lock);
   m_book.emplace(std::vector<LocalTime>{m_lock->sent}, timing);
   m_lost = false;
-  m_stopped_at = LocalTime::max();
   m_state = State::finishing;
   m_want.clear();
   if (now >= m_book->deadline() && m_world.config().plant != Plant::late_spawn) {
@@ -119,7 +122,10 @@ void Client::start(LockRecord lock) {
   m_job = true;
   m_job_start = now;
   m_job_planned_end = now + m_world.rng().millis(timing.ttl / 4, timing.ttl * 3);
-  m_guardian_deadline = m_book->deadline();
+  // The guardian, armed with the first acquisition's deadline (run: on_lost term); it checks first
+  // whenever it wakes.
+  m_guardian.emplace(ns(m_book->deadline()), ns(timing.kill_grace));
+  (void)m_guardian->check(ns(now));
   m_next_renewal = m_book->next_renewal();
   m_state = State::holding;
   m_world.count("jobs");
@@ -169,7 +175,9 @@ void Client::renew() {
       return;
     }
     m_book->confirmed(0, sent, received);
-    if (received < m_guardian_deadline) m_guardian_deadline = m_book->deadline(); // a fired watchdog stays fired
+    // The guardian woke at its deadline on its own (a fired watchdog stays fired), then gets the extension.
+    (void)m_guardian->check(ns(received));
+    m_guardian->extend(ns(m_book->deadline()));
     m_next_renewal = m_book->next_renewal();
     m_world.count("renewals");
     m_world.note(fmt::format("{} renewed '{}': deadline in {}", m_tag, m_lock->program,
@@ -183,7 +191,11 @@ void Client::renew() {
 
 void Client::set_lost(const char* why) {
   m_lost = true;
-  m_stopped_at = std::min(m_stopped_at, m_world.now());
+  if (m_guardian) {
+    const auto now = m_world.now();
+    (void)m_guardian->check(ns(now));
+    (void)m_guardian->stop(ns(now), ns(now + m_world.config().timing.kill_grace)); // Child::stop_job()
+  }
   m_world.note(fmt::format("{} lost '{}': {}; the job is stopped", m_tag, m_lock->program, why));
 }
 
@@ -214,11 +226,15 @@ void Client::idle_for(Millis d) {
   m_wake_at = m_world.now() + d;
 }
 
+LocalTime Client::guardian_kill_at() const {
+  const auto next = LocalTime(std::chrono::nanoseconds(m_guardian->next_wakeup()));
+  if (m_guardian->state() == mongolock::GuardianDeadline::State::stopping) return next;
+  return next + m_world.config().timing.kill_grace; // it fires at the deadline, SIGKILL a kill grace later
+}
+
 LocalTime Client::job_end() const {
   if (!m_job) return m_job_start;
-  const auto kill_grace = m_world.config().timing.kill_grace;
-  return std::min({m_job_planned_end, std::max(m_guardian_deadline, m_job_start) + kill_grace,
-                   m_stopped_at == LocalTime::max() ? LocalTime::max() : m_stopped_at + kill_grace, m_died_at});
+  return std::min({m_job_planned_end, m_died_at, std::max(guardian_kill_at(), m_job_start + Millis(1))});
 }
 
 bool Client::job_running() const { return m_job && m_world.now() < job_end(); }

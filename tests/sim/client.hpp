@@ -8,6 +8,7 @@
 #include "sim_store.hpp"
 #include "world.hpp"
 
+#include <mongolock/guardian_deadline.hpp>
 #include <mongolock/lease_book.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/log.hpp>
@@ -34,7 +35,9 @@ public:
   [[nodiscard]] const std::optional<mongolock::LockRecord>& lock() const { return m_lock; }
   // The job runs now (started, and before its end: its own, or the guardian's deadline + kill grace).
   [[nodiscard]] bool job_running() const;
-  // The latest the job may run: its own end, or the guardian's deadline + kill grace, or its death.
+  // The latest the job may run: its own end, the guardian's SIGKILL (GuardianDeadline: its deadline +
+  // kill grace, or a stop's), or the host's death; at least an instant after it started (a job that is
+  // spawned runs, however soon it is killed).
   [[nodiscard]] LocalTime job_end() const;
   // The holder counts its lease valid now: holding, not lost, before LeaseBook's deadline.
   [[nodiscard]] bool believes() const;
@@ -49,6 +52,7 @@ private:
   void finish();
   void set_lost(const char* why);
   void idle_for(Millis d);
+  [[nodiscard]] LocalTime guardian_kill_at() const;
   void maybe_mark_waiters(const std::vector<mongolock::LockRecord>& seen);
 
   World& m_world;
@@ -71,8 +75,7 @@ private:
   LocalTime m_job_start{};
   LocalTime m_job_planned_end{};
   LocalTime m_next_renewal{};
-  LocalTime m_guardian_deadline{};
-  LocalTime m_stopped_at = LocalTime::max(); // the main loop stopped the job (SIGTERM) at
+  std::optional<mongolock::GuardianDeadline> m_guardian; // the real watchdog of the job's guardian
   LocalTime m_died_at = LocalTime::max();    // killed (the host died: its job with it)
   friend class SimStore;
 };

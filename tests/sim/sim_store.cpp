@@ -92,13 +92,16 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
     wait_until(start + rtt / 2);
     throw unavailable(fmt::format("{}: failed before it reached the server", what));
   }
-  const bool delayed = kind == Write::forced_delay || (kind == Write::update && rng.chance(config.p_delay));
-  const auto delay =
-      delayed ? rng.millis(Millis(10), kind == Write::forced_delay ? config.timing.ttl : k_max_delay) : Millis(0);
-  // FerretDB v1: an update or delete is delayed between its read and its write-back; MongoDB's are atomic.
-  const bool between = delayed && config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
-                       (kind == Write::forced_delay || rng.chance(0.7));
-  const auto arrives = start + rng.millis(Millis(0), rtt / 2) + (between ? Millis(0) : delay);
+  // Two independent faults of a write: the request delayed on its way (it arrives after other clients'
+  // writes), and, on FerretDB v1, a delay between its read and its write-back (others write meanwhile).
+  const bool update = kind != Write::read;
+  const auto transport = update && rng.chance(config.p_delay) ? rng.millis(Millis(10), k_max_delay) : Millis(0);
+  const bool between = config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
+                       (kind == Write::forced_delay || (update && rng.chance(config.p_delay)));
+  const auto delay = !between                         ? Millis(0)
+                     : kind == Write::forced_delay ? rng.millis(Millis(10), config.timing.ttl)
+                                                     : rng.millis(Millis(10), k_max_delay);
+  const auto arrives = start + rng.millis(Millis(0), rtt / 2) + transport;
   struct Outcome {
     std::optional<T> value;
     bool aborted = false;
