@@ -76,7 +76,7 @@ private:
   LocalTime m_job_planned_end{};
   LocalTime m_next_renewal{};
   std::optional<mongolock::GuardianDeadline> m_guardian; // the real watchdog of the job's guardian
-  LocalTime m_died_at = LocalTime::max();    // killed (the host died: its job with it)
+  LocalTime m_died_at = LocalTime::max();                // killed (the host died: its job with it)
   friend class SimStore;
 };
 

@@ -1,10 +1,13 @@
 // mongolock-sim: runs seeded schedules of the lock protocol on the in-memory store (world.hpp) and checks
 // its invariants after every step. Usage (scripts/simulate wraps it):
 //   mongolock-sim [--seed N] [--schedules K] [--semantics mongodb|ferretdb] [--plant BUG] [--expect-violation]
-//                 [--trace]
-// Schedule i runs seed N + i. Exit 0 when every schedule kept the invariants; 1 on the first violation,
-// after its seed, the last steps and the command that replays it; 2 on a usage error. With
-// --expect-violation (the planted-bug tests) the other way round: 0 once a violation was found.
+//                 [--edge] [--trace]
+// Schedule i runs seed N + i (default: seeds 1..10000; --seed N alone: that one schedule, as a replay,
+// with its whole trace). Exit 0 when every schedule kept the invariants; 1 on the first violation, after
+// its seed, the last steps and the command that replays it; 2 on a usage error. With --expect-violation
+// (the planted-bug tests) the other way round: 0 once a violation was found. --trace prints every step;
+// --edge draws only schedules at the edge of the accepted timings (short TTL, late renew deadline, a grace
+// of milliseconds, many faults).
 #include "world.hpp"
 
 #include <fmt/format.h>
@@ -17,12 +20,15 @@ namespace {
 
 struct Args {
   std::uint64_t seed = 1;
-  long schedules = 1000;
+  long schedules = 10'000;
+  bool seed_given = false;
+  bool schedules_given = false;
   std::optional<mongolock::WriteSemantics> semantics;
   std::string semantics_text;
   sim::Plant plant = sim::Plant::none;
   bool expect_violation = false;
   bool trace = false;
+  bool edge = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -35,8 +41,10 @@ Args parse(int argc, char** argv) {
     };
     if (arg == "--seed") {
       args.seed = std::stoull(value());
+      args.seed_given = true;
     } else if (arg == "--schedules") {
       args.schedules = std::stol(value());
+      args.schedules_given = true;
     } else if (arg == "--semantics") {
       args.semantics_text = value();
       if (args.semantics_text == "mongodb")
@@ -49,20 +57,25 @@ Args parse(int argc, char** argv) {
       args.plant = sim::parse_plant(value());
     } else if (arg == "--expect-violation") {
       args.expect_violation = true;
+    } else if (arg == "--edge") {
+      args.edge = true;
     } else if (arg == "--trace") {
       args.trace = true;
     } else {
       throw std::invalid_argument("unknown argument '" + arg + "'");
     }
   }
+  if (args.seed_given && !args.schedules_given) args.schedules = 1; // a replay
+  if (args.schedules < 1) throw std::invalid_argument("--schedules must be at least 1");
   return args;
 }
 
 std::string replay_command(const Args& args, std::uint64_t seed) {
-  auto command = fmt::format("scripts/simulate --seed {} --schedules 1", seed);
+  auto command = fmt::format("scripts/simulate --seed {}", seed);
   if (args.semantics) command += " --semantics " + args.semantics_text;
   if (args.plant != sim::Plant::none) command += fmt::format(" --plant {}", sim::plant_name(args.plant));
-  return command + " --trace";
+  if (args.edge) command += " --edge";
+  return command;
 }
 
 } // namespace
@@ -79,8 +92,8 @@ int main(int argc, char** argv) {
   std::map<std::string, long> totals;
   for (long i = 0; i < args.schedules; ++i) {
     const auto seed = args.seed + static_cast<std::uint64_t>(i);
-    sim::World world(seed, args.semantics, args.plant);
-    if (args.trace) world.keep_trace();
+    sim::World world(seed, args.semantics, args.plant, args.edge);
+    if (args.trace || args.schedules == 1) world.keep_trace();
     const auto violation = world.run();
     for (const auto& [what, n] : world.counts())
       totals[what] += n;

@@ -98,9 +98,9 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
   const auto transport = update && rng.chance(config.p_delay) ? rng.millis(Millis(10), k_max_delay) : Millis(0);
   const bool between = config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
                        (kind == Write::forced_delay || (update && rng.chance(config.p_delay)));
-  const auto delay = !between                         ? Millis(0)
+  const auto delay = !between                      ? Millis(0)
                      : kind == Write::forced_delay ? rng.millis(Millis(10), config.timing.ttl)
-                                                     : rng.millis(Millis(10), k_max_delay);
+                                                   : rng.millis(Millis(10), k_max_delay);
   const auto arrives = start + rng.millis(Millis(0), rtt / 2) + transport;
   struct Outcome {
     std::optional<T> value;
@@ -149,7 +149,15 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
 bool SimStore::insert(LockRecord& lock) {
   if (lock.id.empty()) lock.id = fmt::format("{:08x}{:016x}", m_client.id(), ++m_next_id); // client-side, as a driver
   auto copy = lock;
-  return call<bool>("insert", [this, copy]() mutable { return m_world.server().insert(copy); }, Write::read);
+  return call<bool>(
+      "insert",
+      [this, copy]() mutable {
+        const bool inserted = m_world.server().insert(copy);
+        m_world.note(fmt::format("  server: insert {} ({}) by c{}: {}", copy.program, copy.id, m_client.id(),
+                                 inserted ? "inserted" : "duplicate key"));
+        return inserted;
+      },
+      Write::read);
 }
 
 std::int64_t SimStore::remove(const LockSelector& which) { return remove_returning(which) ? 1 : 0; }
@@ -161,7 +169,8 @@ std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) 
       [this, selector] {
         auto removed = m_world.server().remove_returning(selector);
         if (removed) {
-          m_world.note(fmt::format("  server: deleted {} ({})", removed->program, removed->id));
+          m_world.note(fmt::format("  server: delete {} ({}) by c{}{}", removed->program, removed->id, m_client.id(),
+                                   selector.expired_by ? " (takeover)" : ""));
           if (selector.expired_by) m_world.purged(*removed);
         }
         return removed;

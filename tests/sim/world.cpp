@@ -30,6 +30,41 @@ std::uint64_t splitmix(std::uint64_t& x) {
 
 std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
+// The lease timing, the grace and the faults: a TTL's defaults, a user's --renew-interval/--renew-deadline,
+// or (1 in 5) the edge of what make_lease_timing() and --grace accept: a short TTL, the deadline as late as
+// the kill grace allows, the interval just below it, a grace of milliseconds, many faults (where the races
+// are: a late reply of a renewal whose write-back a takeover undid needs all of them).
+void draw_timing(Rng& rng, Config& c, bool edge_only) {
+  const bool edge = rng.chance(0.2) || edge_only;
+  const Millis ttls[] = {Millis(1000), Millis(3000), Millis(10'000), Millis(30'000)};
+  const auto ttl = ttls[rng.range(0, edge ? 1 : 3)];
+  const auto margin = mongolock::lease_safety_margin(ttl);
+  c.timing = mongolock::make_lease_timing(ttl);
+  if (edge || rng.chance(0.4)) {
+    const auto deadline =
+        edge ? ttl - margin - rng.millis(Millis(20), Millis(150)) : rng.millis(ttl / 2, ttl - margin - Millis(100));
+    const auto interval = edge ? deadline - rng.millis(Millis(50), deadline / 4)
+                               : rng.millis(std::max(Millis(50), deadline / 4), deadline - Millis(50));
+    try {
+      c.timing = mongolock::make_lease_timing(ttl, std::nullopt, interval, deadline);
+    } catch (const mongolock::Error&) {
+      c.timing = mongolock::make_lease_timing(ttl);
+    }
+  }
+  // --grace: the default, or as short as the CLI allows (1 ms): the invariants must hold with any.
+  const int grace = edge ? 9 : rng.range(0, 9);
+  c.grace = grace < 4   ? Millis(2000)
+            : grace < 7 ? rng.millis(Millis(100), Millis(1000))
+                        : rng.millis(Millis(1), Millis(300));
+  const int faults = edge ? 9 : rng.range(0, 9); // none (3 in 10), some (5), many (2)
+  const double scale = faults < 3 ? 0 : faults < 8 ? 1 : 3;
+  c.p_fail = 0.03 * scale;
+  c.p_lost = 0.03 * scale;
+  c.p_delay = 0.08 * scale;
+  c.horizon = std::max(Millis(20'000), ttl * 4);
+  c.max_rtt = rng.millis(Millis(1), Millis(40));
+}
+
 } // namespace
 
 Plant parse_plant(const std::string& text) {
@@ -83,8 +118,8 @@ Millis Rng::millis(Millis lo, Millis hi) {
 
 bool Rng::chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
 
-World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant)
-    : m_rng(seed), m_config(draw_config(m_rng, semantics, plant)), m_start(k_start), m_now(k_start),
+World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge)
+    : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge)), m_start(k_start), m_now(k_start),
       m_truth(k_epoch, Millis(0), k_start), m_server(m_config.semantics, m_truth) {
   m_previous_source = mongolock::set_time_source(this);
   for (int i = 1; i <= m_config.clients; ++i)
@@ -95,7 +130,7 @@ World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant 
 World::~World() { mongolock::set_time_source(m_previous_source); }
 
 // Small worlds, so that 10,000 of them run in seconds, with every timing the CLI accepts in reach.
-Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Plant plant) {
+Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Plant plant, bool edge) {
   Config c;
   c.plant = plant;
   c.semantics = semantics ? *semantics : (rng.chance(0.5) ? WriteSemantics::mongodb : WriteSemantics::ferretdb_v1);
@@ -105,30 +140,8 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   for (const auto& name : c.names)
     c.slots[name] = rng.chance(0.25) ? 2 : 1;
   c.fence = rng.chance(0.5);
-  const Millis ttls[] = {Millis(1000), Millis(3000), Millis(10'000), Millis(30'000)};
-  const auto ttl = ttls[rng.range(0, 3)];
-  c.timing = mongolock::make_lease_timing(ttl);
-  if (rng.chance(0.4)) {
-    // --renew-interval / --renew-deadline as a user may set them: the deadline as late as the kill grace
-    // allows, the interval anywhere below it.
-    const auto deadline = rng.millis(ttl / 2, ttl - mongolock::lease_safety_margin(ttl) - Millis(100));
-    const auto interval = rng.millis(std::max(Millis(50), deadline / 4), deadline - Millis(50));
-    try {
-      c.timing = mongolock::make_lease_timing(ttl, std::nullopt, interval, deadline);
-    } catch (const mongolock::Error&) {
-      c.timing = mongolock::make_lease_timing(ttl);
-    }
-  }
-  // --grace: the default, or as short as the CLI allows (1 ms): the invariants must hold with any.
-  const int grace = rng.range(0, 9);
-  c.grace = grace < 4 ? Millis(2000) : grace < 7 ? rng.millis(Millis(100), Millis(1000)) : rng.millis(Millis(1), Millis(300));
-  c.horizon = std::max(Millis(20'000), ttl * 4);
-  c.max_rtt = rng.millis(Millis(1), Millis(40));
-  const int faults = rng.range(0, 9); // none (3 in 10), some (5), many (2)
-  const double scale = faults < 3 ? 0 : faults < 8 ? 1 : 3;
-  c.p_fail = 0.03 * scale;
-  c.p_lost = 0.03 * scale;
-  c.p_delay = 0.08 * scale;
+  draw_timing(rng, c, edge);
+  const auto ttl = c.timing.ttl;
   c.chaos_every = rng.chance(0.8) ? ttl * rng.range(1, 3) : Millis(0);
   if (c.plant == Plant::rollback) c.semantics = WriteSemantics::ferretdb_v1;
   return c;

@@ -78,7 +78,8 @@ class Client;
 
 class World final : public mongolock::TimeSource {
 public:
-  World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant);
+  // `edge`: only schedules at the edge of the accepted timings (draw_timing() in world.cpp).
+  World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge = false);
   ~World() override;
   World(const World&) = delete;
   World& operator=(const World&) = delete;
@@ -119,7 +120,7 @@ public:
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
 
 private:
-  static Config draw_config(Rng& rng, std::optional<mongolock::WriteSemantics> semantics, Plant plant);
+  static Config draw_config(Rng& rng, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge);
   void chaos();
   void check_invariants();
   void check_client(const Client& client, std::map<std::string, int>& jobs, std::map<std::string, int>& believers);
