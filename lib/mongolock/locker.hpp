@@ -31,11 +31,12 @@ struct AcquireRequest {
   std::string ticket;          // taken from the queue: this waiter's ticket of the name (LockRecord::ticket)
   // run: where the holder runs, recorded in the document (LockRecord::boot_id, pid_ns, pid_start), and
   // the test for an instant takeover of a live-looking lock whose holder is provably dead on this host
-  // (liveness.hpp: holder_provably_dead()); unset: a lock is taken over only once expired + grace.
+  // (liveness.hpp: holder_provably_dead(); its second argument: the lock is about to be taken over, so
+  // the dead holder's leftovers may be removed); unset: a lock is taken over only once expired + grace.
   std::string boot_id;
   std::string pid_ns;
   std::optional<std::int64_t> pid_start;
-  std::function<bool(const LockRecord&)> holder_dead;
+  std::function<bool(const LockRecord&, bool taking_over)> holder_dead;
 };
 
 // How long to keep trying while a name is held (--wait). A waiter joins the queue of waiters
@@ -148,7 +149,8 @@ private:
   void release_quietly(const LockRecord& lock);
   // A busy slot's document `current`: deleted when it expired more than the takeover grace ago (by _id and
   // "still expired that long", on the server's earliest clock) or, with request.holder_dead, when its holder
-  // is provably dead on this host (by _id and token). Returns the deleted document; nullopt when it stays
+  // is provably dead on this host (by _id, token and hold_until <= now: a --min-hold outlives its holder).
+  // Returns the deleted document; nullopt when it stays
   // (live, or renewed or taken over meanwhile). Throws Error (69) on server errors.
   std::optional<LockRecord> purge_stale(const AcquireRequest& request, const LockRecord& current);
   // True when `current` expired more than the takeover grace ago (server's earliest clock).

@@ -332,6 +332,7 @@ private:
     // by the guardian before it forks, and by the command's process before exec), whatever --on-lost says.
     spec.start_by = lease_deadline(m_store, locks(), m_policy.lease);
     spec.no_new_privs = m_options.no_new_privs;
+    spec.holder_fd = m_holder_file.fd();
     spec.orphan_request = encode_orphan_request(
         OrphanRequest{.store = m_config, .locks = locks(), .holder_pid = getpid(), .holder_start = m_self.pid_start});
     if (m_policy.on_lost != OnLost::ignore) {
@@ -396,6 +397,7 @@ private:
 
   // The job ended with the lease held: release, then the exit code from the job and the release.
   int finish(const RunOutcome& result, std::optional<LocalTime> ended) {
+    if (m_options.once_per && !result.timed_out && result.command_status == 0) return finish_once_per(result, ended);
     const auto released = release_after_run(m_locker, locks(), m_log);
     const auto what = run_outcome(result, released == RunRelease::gone);
     auto code = result.command_status;
@@ -410,6 +412,19 @@ private:
     }
     return m_recorder.finish(released == RunRelease::failed ? nullptr : &m_store, what, code, ended,
                              result.command_signal);
+  }
+
+  // run --once-per whose job succeeded with the lease held: the success is recorded while the locks are
+  // still held and only then are they released, so whichever run takes them next reads it (issue #19:
+  // recorded after the release, a slow link let a second host run the job again within the period). The
+  // record says ok, as the job did; a release that finds a lock gone or cannot reach the server still
+  // exits 76 / 69 as without --once-per.
+  int finish_once_per(const RunOutcome& result, std::optional<LocalTime> ended) {
+    m_recorder.finish(&m_store, Outcome::ok, k_exit_ok, ended, result.command_signal);
+    const auto released = release_after_run(m_locker, locks(), m_log);
+    if (released == RunRelease::released) return k_exit_ok;
+    m_log.warning("the run was recorded as succeeded before the release: the job ended with its lease held");
+    return released == RunRelease::gone ? m_options.lost_exit_code : k_exit_unavailable;
   }
 
   const GlobalOptions& m_global;
