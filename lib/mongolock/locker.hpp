@@ -46,6 +46,8 @@ struct WaitPolicy {
   std::optional<Millis> wait; // nullopt: try once, without the queue; Millis::max(): forever
   QueueTiming queue{};        // ticket lease, renewal and poll intervals
   bool push = true;           // follow wake-up events (tailable cursor); false: poll only (--no-push)
+  bool replace = false;       // run --replace: join the queue at the front (WaitQueue::join); a newer
+                              // replacing run ahead ends the wait (AcquireOutcome::superseded)
 };
 
 // Pauses for `d` between attempts; returns false when waiting should stop (a signal arrived).
@@ -58,6 +60,7 @@ struct AcquireOutcome {
   std::vector<LockRecord> holders; // not acquired: the live documents of `held` read by the last attempt (its
                                    // slots' holders, for the message; empty when it was not read)
   bool interrupted = false;        // not acquired: the sleeper stopped the wait
+  bool superseded = false;         // not acquired: a newer run --replace joined the queue ahead (WaitPolicy::replace)
   // Taken from the queue: the waiter's tickets and its cursor on the wake-up events, deleted and closed
   // by leave_queue() or on destruction (run leaves once its command has started: not in the handover).
   std::unique_ptr<WaitQueue> queue;
