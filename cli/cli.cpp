@@ -405,6 +405,8 @@ void define_run(Cli& c) {
   add_option(run_cmd, "--once-per", texts.once_per,
              "Do not run (exit 0) when a run of the names succeeded on any host within DUR")
       ->type_name("DUR");
+  add_flag(run_cmd, "--replace", c.run.replace,
+           "The newest run wins: stop a holder started with --replace, then run first (waits until taken)");
   add_flag(run_cmd, "--no-history", texts.no_history, "Do not record this run in the run history");
   add_option(run_cmd, "--history-keep", texts.history_keep, "Run history: keep at most N runs per name")
       ->capture_default_str()

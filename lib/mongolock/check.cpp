@@ -10,8 +10,11 @@ namespace mongolock {
 
 namespace {
 
+// A run whose outcome says how the job went: not skipped, not due, nor stopped for a newer run (replaced:
+// the newer run's outcome counts).
 bool executed(const RunRecord& run) {
-  return run.outcome != outcome_name(Outcome::skipped) && run.outcome != outcome_name(Outcome::not_due);
+  return run.outcome != outcome_name(Outcome::skipped) && run.outcome != outcome_name(Outcome::not_due) &&
+         run.outcome != outcome_name(Outcome::replaced);
 }
 
 // The order in which states are worse: OK < WARNING < UNKNOWN < CRITICAL.

@@ -34,8 +34,8 @@ AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take
   request.slots = take.slots;
   request.fence = take.fence;
   // A lock whose holder provably died on this host is taken over at once (liveness.hpp; issue #17).
-  request.holder_dead = [self = own_process_identity(), host = host_name()](const LockRecord& lock) {
-    return holder_provably_dead(lock, self, host);
+  request.holder_dead = [self = own_process_identity(), host = host_name()](const LockRecord& lock, bool taking_over) {
+    return holder_provably_dead(lock, self, host, taking_over);
   };
   return request;
 }

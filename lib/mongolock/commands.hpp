@@ -70,6 +70,7 @@ struct RunOptions {
   int lost_exit_code = k_exit_lease_lost;  // --lost-exit-code: exit code when the lease was lost (0..255)
   bool no_new_privs = false;               // --no-new-privs: the command starts with PR_SET_NO_NEW_PRIVS
   std::optional<Millis> once_per;          // --once-per: not run when a run of every name succeeded within this period
+  bool replace = false;                    // --replace: the newest run wins (stops a holder started with --replace)
 };
 
 struct StatusOptions {

@@ -12,7 +12,8 @@ enum ExitCode : int {
   k_exit_not_holder = 65,      // release/renew refused: not the holder, nothing changed (EX_DATAERR)
   k_exit_unavailable = 69,     // MongoDB unavailable: connection, server selection, auth, server error
   k_exit_internal = 70,        // internal error (EX_SOFTWARE)
-  k_exit_held = 75,            // lock held by another holder (EX_TEMPFAIL); -E/--conflict-exit-code overrides
+  k_exit_held = 75,            // lock held by another holder (EX_TEMPFAIL); -E/--conflict-exit-code overrides; also
+                               // run --replace stopped for (or not run before) a newer replacing run
   k_exit_lease_lost = 76,      // run: the lease was lost while CMD ran; CMD was stopped
   k_exit_timeout = 124,        // run --timeout: CMD ran too long and was stopped (as GNU timeout)
   k_exit_cannot_execute = 126, // run: CMD exists but cannot be executed

@@ -51,6 +51,8 @@ std::string_view outcome_name(Outcome outcome) {
     return "skipped";
   case Outcome::not_due:
     return "not-due";
+  case Outcome::replaced:
+    return "replaced";
   case Outcome::error:
     return "error";
   }
@@ -60,7 +62,7 @@ std::string_view outcome_name(Outcome outcome) {
 const std::vector<Outcome>& all_outcomes() {
   static const std::vector<Outcome> k_all{Outcome::ok,         Outcome::failed,         Outcome::timeout,
                                           Outcome::lease_lost, Outcome::not_executable, Outcome::skipped,
-                                          Outcome::not_due,    Outcome::error};
+                                          Outcome::not_due,    Outcome::replaced,       Outcome::error};
   return k_all;
 }
 
@@ -124,6 +126,8 @@ HistorySummary summarize(const std::vector<RunRecord>& runs) {
       ++summary.skipped;
     } else if (run.outcome == outcome_name(Outcome::not_due)) {
       ++summary.not_due;
+    } else if (run.outcome == outcome_name(Outcome::replaced)) {
+      ++summary.replaced;
     } else {
       ++summary.failures;
     }

@@ -23,10 +23,11 @@ enum class Outcome {
   not_executable, // the command could not be started (exit 126/127)
   skipped,        // the lock was held: the command did not run (exit 75 or -E; also a signal while waiting)
   not_due,        // run --once-per: a run of the name succeeded within the period: the command did not run (exit 0)
+  replaced,       // run --replace: a newer replacing run came; the command was stopped (exit 75 or -E)
   error,          // mongolock itself failed (e.g. MongoDB unavailable, exit 69): metrics only, nothing is stored
 };
 
-// "ok", "failed", "timeout", "lease-lost", "not-executable", "skipped", "not-due", "error".
+// "ok", "failed", "timeout", "lease-lost", "not-executable", "skipped", "not-due", "replaced", "error".
 [[nodiscard]] std::string_view outcome_name(Outcome outcome);
 
 // Every outcome, in the order above (for metrics: one series each).
@@ -68,6 +69,7 @@ struct HistorySummary {
   std::int64_t failures = 0; // failed, timeout, lease-lost, not-executable (and outcomes this version does not know)
   std::int64_t skipped = 0;
   std::int64_t not_due = 0;              // run --once-per found a recent success and did not run the command
+  std::int64_t replaced = 0;             // run --replace: stopped for a newer run
   std::optional<Millis> median_duration; // of the runs with a duration (an even count: the mean of the middle two)
   std::optional<Millis> max_duration;
 };

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <charconv>
+#include <csignal>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
@@ -19,6 +21,60 @@ std::string first_line(const char* path) {
   std::string line;
   std::getline(in, line);
   return line;
+}
+
+// Fields 3 (state) and 5 (process group) of /proc/PID/stat, where COMM (field 2) may hold anything.
+struct StatFields {
+  char state = '?';
+  pid_t pgrp = 0;
+};
+std::optional<StatFields> stat_fields(std::string_view pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(close + 1));
+  StatFields out;
+  pid_t ppid = 0;
+  if (!(fields >> out.state >> ppid >> out.pgrp)) return std::nullopt;
+  return out;
+}
+
+// Whether any process of group `pgid` is other than a zombie (or unreadable: counted as running).
+bool group_has_running_member(pid_t pgid) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return true;
+  bool running = false;
+  while (const dirent* entry = readdir(proc)) {
+    const std::string_view pid = entry->d_name;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    const auto fields = stat_fields(pid);
+    if (!fields) continue; // gone meanwhile
+    if (fields->pgrp == pgid && fields->state != 'Z' && fields->state != 'X') {
+      running = true;
+      break;
+    }
+  }
+  closedir(proc);
+  return running;
+}
+
+// Whether the job's process group recorded in the holder file `fd` (the guardian's pid, in decimal, then a
+// newline: process.cpp record_job_group()) has no member left. An empty file: the guardian never forked a
+// job. Anything unreadable, malformed, or a group that exists (or that we may not signal): false.
+bool job_group_gone(int fd) {
+  char text[32] = {};
+  const auto n = pread(fd, text, sizeof text - 1, 0);
+  if (n == 0) return true;
+  if (n < 2 || text[n - 1] != '\n') return false;
+  pid_t pgid = 0;
+  const auto [end, ec] = std::from_chars(text, text + n - 1, pgid);
+  if (ec != std::errc() || end != text + n - 1 || pgid <= 1) return false;
+  if (kill(-pgid, 0) != 0 && errno == ESRCH) return true;
+  // Members left, or not ours to signal: a group of zombies only (an init that does not reap, as in some
+  // containers) runs nothing, so look at each member's state.
+  return !group_has_running_member(pgid);
 }
 
 } // namespace
@@ -73,7 +129,8 @@ HolderFile::~HolderFile() {
   close(m_fd);
 }
 
-bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host) {
+bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
+                          bool remove_file) {
   if (!lock.pid_start || !here.complete() || lock.host != host || lock.boot_id != here.boot_id ||
       lock.pid_ns != here.pid_ns) {
     return false;
@@ -87,8 +144,8 @@ bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, s
   const auto path = holder_file_path(pid, *lock.pid_start);
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return false; // no file: nothing proves that its guardian is gone
-  const bool free = flock(fd, LOCK_SH | LOCK_NB) == 0;
-  if (free) unlink(path.c_str());
+  const bool free = flock(fd, LOCK_SH | LOCK_NB) == 0 && job_group_gone(fd);
+  if (free && remove_file) unlink(path.c_str());
   close(fd);
   return free;
 }

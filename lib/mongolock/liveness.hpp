@@ -3,7 +3,8 @@
 // also keeps an flock(2) on a holder file for as long as mongolock or its guardian lives. A holder on
 // this host, this boot and this PID namespace whose process is gone (or whose pid now belongs to a
 // process started later) and whose holder file is no longer locked has stopped for good: mongolock and
-// its guardian are gone, and the guardian kills the job before it exits.
+// its guardian are gone, and the guardian kills the job before it exits; the job's process group, which
+// the guardian records in the holder file, must be empty too (both may have been killed at once).
 #pragma once
 
 #include <mongolock/lock_store.hpp>
@@ -48,6 +49,9 @@ public:
   HolderFile(const HolderFile&) = delete;
   HolderFile& operator=(const HolderFile&) = delete;
   [[nodiscard]] bool locked() const { return m_fd >= 0; }
+  // The locked descriptor (-1 when not locked); the guardian writes the job's process group id there
+  // (ChildSpec::holder_fd).
+  [[nodiscard]] int fd() const { return m_fd; }
 
 private:
   int m_fd = -1;
@@ -55,10 +59,14 @@ private:
 };
 
 // True only when `lock` was taken by a run (pid_start recorded) on host `host` in the boot and PID
-// namespace of `here`, its pid runs no process started at pid_start any more, and its holder file exists
-// and is not locked (nobody holds it: mongolock and its guardian are gone). Anything else (another host, a
-// lock taken by `acquire`, a missing or locked file, unreadable /proc) is false. Removes the stale holder
-// file when true (best effort).
-[[nodiscard]] bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host);
+// namespace of `here`, its pid runs no process started at pid_start any more, its holder file exists and
+// is not locked (nobody holds it: mongolock and its guardian are gone), and the job's process group
+// recorded in the file has no member left (kill(-pgid, 0) fails with ESRCH: when mongolock and its
+// guardian were both killed with SIGKILL, the job's own children may live on). Anything else (another
+// host, a lock taken by `acquire`, a missing or locked file, a group with members or that cannot be
+// checked, unreadable /proc) is false. With `remove_file` (the caller takes the lock over now), removes the
+// stale holder file when true (best effort).
+[[nodiscard]] bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
+                                        bool remove_file = true);
 
 } // namespace mongolock

@@ -95,8 +95,8 @@ struct RunRecord {
                                         // (history.hpp: outcome_name()); as stored, maybe another client's text
   int exit_code = 0;                    // [exit_code] mongolock's exit status for this run
   std::string signal;                   // [signal] the signal that ended the command, e.g. "TERM"; "" when none
-  std::string held_by;                  // [held_by] skipped: the holder that kept the lock, "<host>:<pid>"
-  std::optional<std::int64_t> fence;    // [fence] the fencing token the run held, with --fence
+  std::string held_by; // [held_by] skipped: the holder that kept the lock; replaced: the replacing run; "<host>:<pid>"
+  std::optional<std::int64_t> fence; // [fence] the fencing token the run held, with --fence
 };
 
 // A wake-up event: lock `name` was released (deleted, broken, or released into its minimum hold).
@@ -105,6 +105,10 @@ struct WakeEvent {
   std::string ticket; // [ticket] the queue ticket the released lock was taken with (LockRecord::ticket): that
                       // waiter has left the line; "" when the lock was not taken from the queue
 };
+
+// WakeEvent::ticket of the event a replacing run (run --replace) appends when it joins the queue at the
+// front: every waiter reads the queue again before it takes the lock (no ticket _id looks like this).
+inline constexpr std::string_view k_replace_event = "replace";
 
 // A follower of the wake-up events of "<collection>_events" (a tailable awaitData cursor on a capped
 // collection). Destruction closes the cursor.

@@ -135,6 +135,8 @@ Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
     std::map<std::string, ServerTime> taken;         // program -> when it may be taken over
     for (const auto& lock : m_store.list(request.name)) {
       if (lock.expires_at <= now - request.takeover_grace) continue;
+      // A holder provably dead on this host (no server command: /proc and its holder file): free now.
+      if (request.holder_dead && lock.hold_until <= now && request.holder_dead(lock, false)) continue;
       taken[lock.program] = lock.expires_at + request.takeover_grace;
     }
     bool free = false;
@@ -184,13 +186,17 @@ std::optional<LockRecord> Locker::purge_stale(const AcquireRequest& request, con
     if (purged) m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", current.program));
     return purged;
   }
-  if (!request.holder_dead || !request.holder_dead(current)) return std::nullopt;
-  auto purged =
-      m_store.remove_returning(LockSelector{.program = current.program, .id = current.id, .token = current.token});
+  if (!request.holder_dead || !request.holder_dead(current, true)) return std::nullopt;
+  // A dead holder's --min-hold still holds: the lock is taken over early only once its hold_until has passed
+  // for sure (a lock released within its hold, released_at set, keeps it too).
+  const auto now = m_store.clock().earliest_now();
+  if (current.hold_until > now) return std::nullopt;
+  auto purged = m_store.remove_returning(
+      LockSelector{.program = current.program, .id = current.id, .token = current.token, .hold_ends_by = now});
   if (purged) {
-    m_log.info(
-        fmt::format("lock '{}' was held by {}, which no longer runs on this host (nor does its guardian); taken over",
-                    current.program, purged->process));
+    m_log.info(fmt::format(
+        "lock '{}' was held by {}, which no longer runs on this host (nor do its guardian and job); taken over",
+        current.program, purged->process));
   }
   return purged;
 }

@@ -31,11 +31,12 @@ struct AcquireRequest {
   std::string ticket;          // taken from the queue: this waiter's ticket of the name (LockRecord::ticket)
   // run: where the holder runs, recorded in the document (LockRecord::boot_id, pid_ns, pid_start), and
   // the test for an instant takeover of a live-looking lock whose holder is provably dead on this host
-  // (liveness.hpp: holder_provably_dead()); unset: a lock is taken over only once expired + grace.
+  // (liveness.hpp: holder_provably_dead(); its second argument: the lock is about to be taken over, so
+  // the dead holder's leftovers may be removed); unset: a lock is taken over only once expired + grace.
   std::string boot_id;
   std::string pid_ns;
   std::optional<std::int64_t> pid_start;
-  std::function<bool(const LockRecord&)> holder_dead;
+  std::function<bool(const LockRecord&, bool taking_over)> holder_dead;
 };
 
 // How long to keep trying while a name is held (--wait). A waiter joins the queue of waiters
@@ -45,6 +46,8 @@ struct WaitPolicy {
   std::optional<Millis> wait; // nullopt: try once, without the queue; Millis::max(): forever
   QueueTiming queue{};        // ticket lease, renewal and poll intervals
   bool push = true;           // follow wake-up events (tailable cursor); false: poll only (--no-push)
+  bool replace = false;       // run --replace: join the queue at the front (WaitQueue::join); a newer
+                              // replacing run ahead ends the wait (AcquireOutcome::superseded)
 };
 
 // Pauses for `d` between attempts; returns false when waiting should stop (a signal arrived).
@@ -57,6 +60,7 @@ struct AcquireOutcome {
   std::vector<LockRecord> holders; // not acquired: the live documents of `held` read by the last attempt (its
                                    // slots' holders, for the message; empty when it was not read)
   bool interrupted = false;        // not acquired: the sleeper stopped the wait
+  bool superseded = false;         // not acquired: a newer run --replace joined the queue ahead (WaitPolicy::replace)
   // Taken from the queue: the waiter's tickets and its cursor on the wake-up events, deleted and closed
   // by leave_queue() or on destruction (run leaves once its command has started: not in the handover).
   std::unique_ptr<WaitQueue> queue;
@@ -148,7 +152,8 @@ private:
   void release_quietly(const LockRecord& lock);
   // A busy slot's document `current`: deleted when it expired more than the takeover grace ago (by _id and
   // "still expired that long", on the server's earliest clock) or, with request.holder_dead, when its holder
-  // is provably dead on this host (by _id and token). Returns the deleted document; nullopt when it stays
+  // is provably dead on this host (by _id, token and hold_until <= now: a --min-hold outlives its holder).
+  // Returns the deleted document; nullopt when it stays
   // (live, or renewed or taken over meanwhile). Throws Error (69) on server errors.
   std::optional<LockRecord> purge_stale(const AcquireRequest& request, const LockRecord& current);
   // True when `current` expired more than the takeover grace ago (server's earliest clock).

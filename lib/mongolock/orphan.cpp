@@ -1,3 +1,4 @@
+#include <mongolock/clock.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/exit_codes.hpp>
 #include <mongolock/liveness.hpp>
@@ -123,10 +124,17 @@ int release_orphaned(std::string_view fd_text, const Log& log) {
   MongoStore store(request.store, log);
   Locker locker(store, log);
   std::string released;
+  std::string kept;
   try {
     for (const auto& lock : request.locks) {
-      if (locker.remove_and_wake(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token})) {
+      // As a release after the run: a lock within its --min-hold is marked released and stays held to its
+      // hold_until (Locker::release), never deleted early.
+      const auto outcome = locker.release(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token});
+      if (outcome.kind == ReleaseOutcome::released) {
         released += fmt::format("{}'{}'", released.empty() ? "" : ", ", lock.program);
+      } else if (outcome.kind == ReleaseOutcome::min_hold) {
+        kept += fmt::format("{}'{}' kept until {} (--min-hold)", kept.empty() ? "" : ", ", lock.program,
+                            format_time(outcome.hold_until));
       }
     }
   } catch (const Error& e) {
@@ -135,9 +143,11 @@ int release_orphaned(std::string_view fd_text, const Log& log) {
                           request.holder_pid, e.what()));
     return k_exit_unavailable;
   }
+  std::string what;
+  if (!released.empty()) what = fmt::format("lock {} released", released);
+  if (!kept.empty()) what += fmt::format("{}lock {}", what.empty() ? "" : "; ", kept);
   log.warning(fmt::format("mongolock (pid {}) died; its job was stopped and {}", request.holder_pid,
-                          released.empty() ? std::string("its locks were already gone")
-                                           : fmt::format("lock {} released", released)));
+                          what.empty() ? std::string("its locks were already gone") : what));
   return k_exit_ok;
 }
 

@@ -434,9 +434,25 @@ sigset_t block_guardian_signals(int kill_signal) {
   return waited;
 }
 
+// Writes `pgid` in decimal and a newline at the start of the holder file `fd` (ChildSpec::holder_fd), so
+// that a run on this host that finds mongolock and its guardian gone can tell whether the job's process
+// group still has members (liveness.hpp). Async-signal-safe; nothing when fd < 0.
+void record_job_group(int fd, pid_t pgid) {
+  if (fd < 0) return;
+  char digits[24];
+  std::size_t n = sizeof digits;
+  digits[--n] = '\n';
+  for (auto v = static_cast<unsigned long>(pgid); n > 0;) {
+    digits[--n] = static_cast<char>('0' + v % 10);
+    v /= 10;
+    if (v == 0) break;
+  }
+  [[maybe_unused]] const auto w = pwrite(fd, digits + n, sizeof digits - n, 0);
+}
+
 template <typename Exec>
 [[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, int control, std::int64_t deadline,
-                               std::int64_t grace_ns, std::int64_t start_by, const OrphanExec& orphan,
+                               std::int64_t grace_ns, std::int64_t start_by, const OrphanExec& orphan, int holder_fd,
                                const Exec& exec) {
   const sigset_t waited = block_guardian_signals(kill_signal);
   prctl(PR_SET_PDEATHSIG, kill_signal);
@@ -444,6 +460,7 @@ template <typename Exec>
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t guardian = getpid();
   exit_if_too_late(start_by, exec_pipe); // the lease ended before the job could start: never start it
+  record_job_group(holder_fd, guardian); // before the job exists: the group it starts in (ours)
   const pid_t command = fork();
   if (command == 0) {
     prctl(PR_SET_CHILD_SUBREAPER, 0);
@@ -542,21 +559,22 @@ Child Child::spawn(const ChildSpec& spec) {
     close(control[0]);
     setpgid(0, 0);
     if (tty >= 0) tcsetpgrp(tty, getpid()); // SIGTTOU is blocked here, as in the parent
-    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, start_by, orphan, [&] {
-      // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
-      // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
-      // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
-      // mask.
-      struct sigaction action{};
-      sigemptyset(&action.sa_mask);
-      action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
-      sigaction(SIGCHLD, &action, nullptr);
-      action.sa_handler = pipe_ignored ? SIG_IGN : SIG_DFL;
-      sigaction(SIGPIPE, &action, nullptr);
-      if (spec.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return; // errno: exec failed
-      sigprocmask(SIG_SETMASK, &command_mask, nullptr);
-      execvpe(argv[0], argv.data(), envp.data());
-    });
+    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, start_by, orphan, spec.holder_fd,
+                 [&] {
+                   // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
+                   // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
+                   // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
+                   // mask.
+                   struct sigaction action{};
+                   sigemptyset(&action.sa_mask);
+                   action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
+                   sigaction(SIGCHLD, &action, nullptr);
+                   action.sa_handler = pipe_ignored ? SIG_IGN : SIG_DFL;
+                   sigaction(SIGPIPE, &action, nullptr);
+                   if (spec.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return; // errno: exec failed
+                   sigprocmask(SIG_SETMASK, &command_mask, nullptr);
+                   execvpe(argv[0], argv.data(), envp.data());
+                 });
   }
   close(exec_pipe[1]);
   close(control[1]);

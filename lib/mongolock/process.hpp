@@ -81,6 +81,10 @@ struct ChildSpec {
   // `/proc/self/exe __release-orphaned FD` with this text readable on FD (a memfd; orphan.hpp encodes
   // it), which releases the locks by _id and token (issue #17). Unset: the guardian only exits.
   std::optional<std::string> orphan_request;
+  // The run's holder file (liveness.hpp HolderFile::fd()), or -1: before it forks the command, the guardian
+  // writes there the job's process group id (its own pid), which must be empty before a run on this host
+  // may take the lock over at once (holder_provably_dead()).
+  int holder_fd = -1;
 };
 
 // The hidden command the guardian executes with ChildSpec::orphan_request (cli: release_orphaned()).

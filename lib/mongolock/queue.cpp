@@ -16,14 +16,20 @@ bool WaitQueue::anyone_waiting(const std::vector<std::string>& names) {
   return std::any_of(tickets.begin(), tickets.end(), [&](const TicketRecord& t) { return t.expires_at > now; });
 }
 
-void WaitQueue::join(const std::vector<std::string>& names, const std::string& process) {
+void WaitQueue::join(const std::vector<std::string>& names, const std::string& process, bool front) {
   leave();
   m_names = names;
   m_process = process;
-  // A seq above every ticket of every name; on a duplicate key (a concurrent join took it on one of
-  // our names), give back what was inserted and take the next one.
+  m_front = front;
+  // A seq above every ticket of every name (at the front: below every ticket of these names, and below 0);
+  // on a duplicate key (a concurrent join took it on one of our names), give back what was inserted and
+  // take the next one.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const auto seq = m_store.highest_ticket() + 1;
+    auto seq = m_store.highest_ticket() + 1; // also makes the unique index
+    if (front) {
+      const auto tickets = m_store.tickets(names); // by seq: the first is the lowest
+      seq = std::min<std::int64_t>(tickets.empty() ? 0 : tickets.front().seq, 0) - 1;
+    }
     const auto sent = LeaseClock::now();
     const auto now = m_store.clock().latest(sent); // the lease never looks shorter to others
     bool taken = false;
@@ -48,7 +54,7 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
       m_lease = m_timing.ticket_lease;
       m_ahead.clear();
       m_read = false;
-      m_log.debugf("joined the queue of {} with seq {}", fmt::join(names, ", "), seq);
+      m_log.debugf("joined the queue of {} with seq {}{}", fmt::join(names, ", "), seq, front ? " (at the front)" : "");
       return;
     }
     leave();
@@ -75,7 +81,7 @@ bool WaitQueue::keep_alive(Millis lease) {
               ? fmt::format("its renewal took {}, over {}", format_duration(answered), format_duration(answer_limit()))
               : fmt::format("this process stalled longer than its {} lease", format_duration(m_lease))));
       const auto names = m_names;
-      join(names, m_process);
+      join(names, m_process, m_front);
       return false;
     }
   }

@@ -84,9 +84,18 @@ public:
   // True when any of `names` has a live ticket (one find). Throws Error (69) on server errors.
   [[nodiscard]] bool anyone_waiting(const std::vector<std::string>& names);
 
-  // Joins the back of the queue of every name in `names` with one seq, as waiter `process` ("host:pid").
-  // Throws Error (69) on server errors (tickets inserted so far are deleted again).
-  void join(const std::vector<std::string>& names, const std::string& process);
+  // Joins the back of the queue of every name in `names` with one seq, as waiter `process` ("host:pid");
+  // with `front` (run --replace), the front instead: a seq below every ticket of these names (negative:
+  // is_replace()), so the newest replacing run is first in line. A rejoin keeps the side. Throws Error (69)
+  // on server errors (tickets inserted so far are deleted again).
+  void join(const std::vector<std::string>& names, const std::string& process, bool front = false);
+
+  // True for the ticket of a replacing run (run --replace): its seq is negative (join()'s `front`).
+  [[nodiscard]] static bool is_replace(const TicketRecord& ticket) { return ticket.seq < 0; }
+
+  // A replacing run (joined at the front) that a newer replacing run has passed: a live ticket is ahead of
+  // it on some name (as of the last at_head()). Always false for a waiter that joined at the back.
+  [[nodiscard]] bool superseded() const { return m_front && !head(); }
 
   // Renews the tickets to a lease of `lease` (ticket_lease near the head, far_ticket_lease farther back)
   // once renewal_due() has come (one update per name). When a ticket was lost (expired while this process stalled, or
@@ -164,7 +173,8 @@ private:
     ServerTime expires_at;
   };
   std::map<std::string, StaleWatch> m_stale;
-  bool m_read = false; // at_head() ran since joining
+  bool m_read = false;  // at_head() ran since joining
+  bool m_front = false; // joined at the front (run --replace)
 };
 
 // The live tickets of `tickets` (expires_at > now), in line order, numbered 1.. per name: for status/list.

@@ -94,7 +94,9 @@ std::string table_time(ServerTime t) {
 std::string run_note(const RunRecord& run) {
   std::string note;
   const auto add = [&note](const std::string& part) { note += (note.empty() ? "" : ", ") + part; };
-  if (!run.held_by.empty()) add("held by " + printable(run.held_by));
+  if (!run.held_by.empty()) {
+    add((run.outcome == outcome_name(Outcome::replaced) ? "replaced by " : "held by ") + printable(run.held_by));
+  }
   if (!run.signal.empty()) add("SIG" + printable(run.signal));
   if (run.waited >= Millis(1000)) add("waited " + format_duration(run.waited));
   return note;
@@ -256,6 +258,7 @@ std::string history_text(const std::vector<RunRecord>& runs, const std::optional
   out += fmt::format("{} run{}: {} ok, {} failed, {} skipped", summary.runs, summary.runs == 1 ? "" : "s", summary.ok,
                      summary.failures, summary.skipped);
   if (summary.not_due > 0) out += fmt::format(", {} not due", summary.not_due);
+  if (summary.replaced > 0) out += fmt::format(", {} replaced", summary.replaced);
   if (summary.median_duration) {
     out += fmt::format("; duration median {}, max {}", format_duration(*summary.median_duration),
                        format_duration(*summary.max_duration));
@@ -304,6 +307,7 @@ std::string history_json(const std::vector<RunRecord>& runs) {
   sum["failures"] = summary.failures;
   sum["skipped"] = summary.skipped;
   sum["not_due"] = summary.not_due;
+  sum["replaced"] = summary.replaced;
   sum["median_duration_ms"] = summary.median_duration ? Json(summary.median_duration->count()) : Json(nullptr);
   sum["max_duration_ms"] = summary.max_duration ? Json(summary.max_duration->count()) : Json(nullptr);
   j["summary"] = sum;

@@ -261,14 +261,21 @@ private:
     return out;
   }
 
-  // --splay, then every name (--wait: through the queue). Ends the run when a name is held (skipped).
+  // --splay, then every name (--wait: through the queue; --replace: at its front, waiting until taken
+  // unless --wait limits it). Ends the run when a name is held (skipped) or a newer --replace run came.
   std::optional<int> acquire() {
     auto wait = m_options.take.wait;
+    if (m_options.replace && !wait) wait = k_wait_forever;
     if (splay_before_acquiring(m_options.take.splay, m_names, wait, m_log)) {
-      m_outcome = m_locker.acquire_all(requests(), WaitPolicy{.wait = wait, .push = m_options.take.push},
-                                       sleep_unless_signalled);
+      m_outcome = m_locker.acquire_all(
+          requests(), WaitPolicy{.wait = wait, .push = m_options.take.push, .replace = m_options.replace},
+          sleep_unless_signalled);
     } else {
       m_outcome.interrupted = true;
+    }
+    if (m_outcome.superseded) {
+      // The Waiter said so in one line: a newer replacing run goes first; this one never ran.
+      return m_recorder.finish(&m_store, Outcome::skipped, m_global.conflict_exit_code);
     }
     if (locks().empty() && !m_outcome.interrupted) {
       std::string held_by;
@@ -332,6 +339,7 @@ private:
     // by the guardian before it forks, and by the command's process before exec), whatever --on-lost says.
     spec.start_by = lease_deadline(m_store, locks(), m_policy.lease);
     spec.no_new_privs = m_options.no_new_privs;
+    spec.holder_fd = m_holder_file.fd();
     spec.orphan_request = encode_orphan_request(
         OrphanRequest{.store = m_config, .locks = locks(), .holder_pid = getpid(), .holder_start = m_self.pid_start});
     if (m_policy.on_lost != OnLost::ignore) {
@@ -396,6 +404,8 @@ private:
 
   // The job ended with the lease held: release, then the exit code from the job and the release.
   int finish(const RunOutcome& result, std::optional<LocalTime> ended) {
+    if (!result.replaced_by.empty()) return finish_replaced(result, ended);
+    if (m_options.once_per && !result.timed_out && result.command_status == 0) return finish_once_per(result, ended);
     const auto released = release_after_run(m_locker, locks(), m_log);
     const auto what = run_outcome(result, released == RunRelease::gone);
     auto code = result.command_status;
@@ -410,6 +420,41 @@ private:
     }
     return m_recorder.finish(released == RunRelease::failed ? nullptr : &m_store, what, code, ended,
                              result.command_signal);
+  }
+
+  // run --once-per whose job succeeded with the lease held: the success is recorded while the locks are
+  // still held and only then are they released, so whichever run takes them next reads it (issue #19:
+  // recorded after the release, a slow link let a second host run the job again within the period). The
+  // record says ok, as the job did; a release that finds a lock gone or cannot reach the server still
+  // exits 76 / 69 as without --once-per.
+  int finish_once_per(const RunOutcome& result, std::optional<LocalTime> ended) {
+    m_recorder.finish(&m_store, Outcome::ok, k_exit_ok, ended, result.command_signal);
+    const auto released = release_after_run(m_locker, locks(), m_log);
+    if (released == RunRelease::released) return k_exit_ok;
+    m_log.warning("the run was recorded as succeeded before the release: the job ended with its lease held");
+    return released == RunRelease::gone ? m_options.lost_exit_code : k_exit_unavailable;
+  }
+
+  // run --replace, stopped for a newer replacing run: release (waking the queue, where the replacing run
+  // is first), record `replaced`, exit with the conflict code (75 unless -E).
+  int finish_replaced(const RunOutcome& result, std::optional<LocalTime> ended) {
+    const auto released = release_after_run(m_locker, locks(), m_log);
+    wake_the_queue();
+    return m_recorder.finish(released == RunRelease::failed ? nullptr : &m_store, Outcome::replaced,
+                             m_global.conflict_exit_code, ended, result.command_signal, result.replaced_by);
+  }
+
+  // After a replaced run's release: a wake-up event per name whose lock was not marked `waiters` (the
+  // replacing run may have come after the last renewal's look at the queue), so it takes the lock at once.
+  void wake_the_queue() {
+    for (const auto& lock : locks()) {
+      if (lock.waiters) continue;
+      try {
+        m_store.append_event(lock.name, "");
+      } catch (const Error& e) {
+        m_log.debugf("could not wake the replacing run ({}); it notices within its next check", e.what());
+      }
+    }
   }
 
   const GlobalOptions& m_global;
@@ -445,9 +490,12 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     throw usage_error("--once-per reads the run history, which --no-history turns off; drop one of them");
   }
   if (options.metrics_file) validate_metrics_path(*options.metrics_file);
-  const RunPolicy policy{
-      make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline),
-      options.on_lost, options.timeout, options.kill_after};
+  if (options.replace && options.take.slots > 1) {
+    throw usage_error("--replace stops the holder of a lock, and a semaphore has several: drop --slots or --replace");
+  }
+  RunPolicy policy{make_lease_timing(options.ttl, options.kill_grace, options.renew_interval, options.renew_deadline),
+                   options.on_lost, options.timeout, options.kill_after};
+  policy.replaceable = options.replace;
 
   // Signals are read from a signalfd from here on: a SIGTERM during the acquisition is not lost, and
   // the heartbeat thread and the command start with them blocked/restored as they should.

@@ -1,5 +1,6 @@
 #include <mongolock/error.hpp>
 #include <mongolock/lease_book.hpp>
+#include <mongolock/queue.hpp>
 #include <mongolock/supervisor.hpp>
 
 #include <fmt/format.h>
@@ -50,10 +51,12 @@ private:
 // After each successful renewal, `renewed` gets the new deadline (the guardian's watchdog).
 class Heartbeat {
 public:
+  // `replace_check`: run --replace, read the queue this often between renewals (replaced()); nullopt: never.
   Heartbeat(Locker& locker, std::vector<LockRecord>& locks, const LeaseTiming& timing, const Log& log,
-            std::function<void(LocalTime)> renewed)
+            std::function<void(LocalTime)> renewed, std::optional<Millis> replace_check = std::nullopt)
       : m_locker(locker), m_locks(locks), m_timing(timing), m_log(log), m_renewed(std::move(renewed)),
-        m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), m_book(sent_times(locks), timing) {
+        m_replace_check(replace_check), m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+        m_book(sent_times(locks), timing) {
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
     m_thread = std::thread([this] { loop(); });
   }
@@ -85,6 +88,12 @@ public:
     return m_gone;
   }
 
+  // Non-empty once a replacing run waits for one of the names (run --replace): its "host:pid".
+  [[nodiscard]] std::string replaced() const {
+    std::lock_guard lock(m_mutex);
+    return m_replaced_by;
+  }
+
   // Stops renewing (the lease is lost or the command ended): no renewal is sent after this.
   void give_up() {
     {
@@ -112,11 +121,17 @@ private:
       std::lock_guard lock(m_mutex);
       next = m_book.next_renewal();
     }
+    auto check_at = m_replace_check ? Clock::now() + *m_replace_check : LocalTime::max();
     for (;;) {
       {
         std::unique_lock lock(m_mutex);
-        m_cv.wait_until(lock, next, [this] { return m_stop; });
+        m_cv.wait_until(lock, std::min(next, check_at), [this] { return m_stop; });
         if (m_stop) return;
+      }
+      if (Clock::now() < next) { // only the replace check is due
+        check_replace(next);
+        check_at = Clock::now() + *m_replace_check;
+        continue;
       }
       bool all_renewed = true;
       for (std::size_t i = 0; i < m_locks.size(); ++i) {
@@ -144,6 +159,39 @@ private:
       (void)m_locker.mark_if_waited(m_locks);
     } catch (const Error& e) {
       m_log.debugf("could not read the queue of waiters: {}", e.what());
+    }
+  }
+
+  // run --replace: reads the queue of the run's names (one find, bounded to finish before the renewal due
+  // at `next`, at most 1 s); a live ticket of a replacing run of another process: replaced(). Errors only
+  // delay it to the next check.
+  void check_replace(LocalTime next) {
+    {
+      std::lock_guard lock(m_mutex);
+      if (!m_replaced_by.empty()) return;
+    }
+    const auto budget = std::clamp(std::chrono::floor<Millis>(next - Clock::now()), Millis(1), Millis(1000));
+    try {
+      auto& store = m_locker.store();
+      store.reconnect(CallLimits{budget, budget});
+      std::vector<std::string> names;
+      for (const auto& lock : m_locks)
+        if (std::find(names.begin(), names.end(), lock.name) == names.end()) names.push_back(lock.name);
+      const auto now = store.clock().earliest_now();
+      for (const auto& ticket : store.tickets(names)) {
+        if (!WaitQueue::is_replace(ticket) || ticket.expires_at <= now || ticket.process == m_locks.front().process) {
+          continue;
+        }
+        {
+          std::lock_guard lock(m_mutex);
+          m_replaced_by = ticket.process;
+        }
+        const std::uint64_t one = 1;
+        [[maybe_unused]] const auto n = write(m_wake.get(), &one, sizeof one);
+        return;
+      }
+    } catch (const Error& e) {
+      m_log.debugf("could not read the queue for a replacing run: {}", e.what());
     }
   }
 
@@ -227,13 +275,15 @@ private:
   const LeaseTiming m_timing;
   const Log& m_log;
   std::function<void(LocalTime)> m_renewed;
+  const std::optional<Millis> m_replace_check;
   Fd m_wake;
   mutable std::mutex m_mutex;
   std::condition_variable m_cv;
   bool m_stop = false;
   std::string m_last_error; // its error
   std::string m_gone;
-  LeaseBook m_book; // under m_mutex
+  std::string m_replaced_by; // under m_mutex
+  LeaseBook m_book;          // under m_mutex
   std::thread m_thread;
 };
 
@@ -255,19 +305,24 @@ int poll_timeout_ms(LocalTime now, LocalTime until) {
 //   holding  -> lost      the lease check fails (deadline passed, watchdog fired, lock gone, or the job was
 //                         stopped past the deadline); on_lost applies
 //   holding  -> stopping  --timeout ran out (SIGTERM, SIGKILL after --kill-after); the lease is still renewed
-//   stopping -> lost      as from holding
+//   holding  -> replaced  run --replace: the heartbeat saw a replacing run in the queue (SIGTERM, SIGKILL after
+//                         the kill grace); the lease is still renewed
+//   stopping/replaced -> lost  as from holding
 //   any      -> ended     the whole job has ended (the guardian was reaped)
 class Supervisor {
 public:
-  enum class State { holding, stopping, lost, ended };
+  enum class State { holding, stopping, replaced, lost, ended };
 
   Supervisor(Locker& locker, std::vector<LockRecord>& locks, Child& child, const SignalBlock& signals,
              const RunPolicy& policy, const Log& log)
       : m_child(child), m_policy(policy), m_log(log), m_signal_fd(open_signal_fd(signals)),
-        m_watchdog(policy.on_lost != OnLost::ignore), m_heartbeat(locker, locks, policy.lease, log,
-                                                                  [this](LocalTime deadline) {
-                                                                    if (m_watchdog) m_child.extend_deadline(deadline);
-                                                                  }),
+        m_watchdog(policy.on_lost != OnLost::ignore),
+        m_heartbeat(
+            locker, locks, policy.lease, log,
+            [this](LocalTime deadline) {
+              if (m_watchdog) m_child.extend_deadline(deadline);
+            },
+            policy.replaceable ? std::optional(policy.replace_check) : std::nullopt),
         m_names(lock_names(locks)), m_started(Clock::now()),
         m_timeout_at(policy.timeout ? m_started + *policy.timeout : LocalTime::max()), m_slept_from(m_started),
         m_planned_wake(m_started), m_woke(m_started) {}
@@ -275,6 +330,7 @@ public:
   RunOutcome run() {
     while (m_state != State::ended) {
       check_lease();
+      check_replaced();
       if (reap()) break;
       warn_unkillable();
       if (m_child_state.state == Child::WaitResult::stopped) {
@@ -314,6 +370,19 @@ private:
     if (reason.empty() && (now >= deadline || fired)) reason = ran_out(now, deadline);
     if (reason.empty()) return;
     lose(reason, now, deadline, fired);
+  }
+
+  // holding -> replaced: a replacing run waits (run --replace): the job is stopped as after a lost lease
+  // (SIGTERM, SIGKILL after the kill grace, by the guardian) while the lease is still renewed.
+  void check_replaced() {
+    if (m_state != State::holding) return;
+    auto by = m_heartbeat.replaced();
+    if (by.empty()) return;
+    m_state = State::replaced;
+    m_outcome.replaced_by = by;
+    m_log.warning(fmt::format("{} replaced by a newer run on {}; stopping the command (SIGTERM, SIGKILL after {})",
+                              m_names, by, format_duration(m_policy.lease.kill_grace)));
+    m_child.stop_job(m_policy.lease.kill_grace);
   }
 
   // Why the lease ran out (no renewal in time, a stop of mongolock, or the guardian's watchdog first).

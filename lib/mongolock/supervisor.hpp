@@ -19,6 +19,11 @@ struct RunPolicy {
   OnLost on_lost = OnLost::term;
   std::optional<Millis> timeout; // --timeout: stop the command after this long, exit 124
   Millis kill_after{5000};       // --kill-after: SIGTERM to SIGKILL for --timeout
+  // run --replace: between renewals, the heartbeat reads the queue of the run's names every
+  // replace_check; a live ticket of a replacing run (WaitQueue::is_replace) of another process ends the
+  // run as replaced (SIGTERM, SIGKILL after the kill grace; the lease is renewed meanwhile).
+  bool replaceable = false;
+  Millis replace_check{500};
 };
 
 // How a supervised run ended.
@@ -29,6 +34,7 @@ struct RunOutcome {
   bool ran_out = false;    // ...because no renewal succeeded in time (not because the lock was gone)
   bool stalled = false;    // ...because mongolock itself was stopped or starved of CPU past the deadline
   bool timed_out = false;  // --timeout stopped the command
+  std::string replaced_by; // run --replace: the replacing run ("host:pid") that stopped the command; "" if none
 };
 
 // The local time (LeaseClock) by which the job must be stopped unless a renewal succeeds: the earliest

@@ -29,6 +29,8 @@ std::string_view Waiter::state_name(State state) {
     return "timed-out";
   case State::interrupted:
     return "interrupted";
+  case State::superseded:
+    return "superseded";
   }
   return "?";
 }
@@ -57,9 +59,10 @@ bool Waiter::step(const Sleeper& sleep) {
   case State::acquired:
   case State::timed_out:
   case State::interrupted:
+  case State::superseded:
     return false;
   }
-  if (m_state == State::acquired) return false;
+  if (m_state == State::acquired || m_state == State::superseded) return false;
   if (next.now) return true;
   if (!m_forever && LeaseClock::now() >= m_deadline) {
     m_state = State::timed_out;
@@ -81,10 +84,24 @@ Waiter::Pause Waiter::start() {
     }
     indexed = true;
   }
-  m_queue->join(m_names, m_requests.front().process);
+  m_queue->join(m_names, m_requests.front().process, m_policy.replace);
   if (!indexed) m_store.ensure_indexes(); // now, while waiting, rather than in the handover
+  if (m_policy.replace) announce_replace();
   read_queue();
   return {.now = true};
+}
+
+void Waiter::announce_replace() {
+  // The waiters that believe they are first must read the queue again before they take the lock; the
+  // holder learns of this run by reading the queue (Heartbeat, run --replace). Best effort: a waiter that
+  // misses the event reads the queue before it takes a lock it found free by polling.
+  follow(); // creates the events collection if need be
+  try {
+    for (const auto& name : m_names)
+      m_store.append_event(name, k_replace_event);
+  } catch (const Error& e) {
+    m_log.debugf("could not announce the replacing run to the waiters ({})", e.what());
+  }
 }
 
 Waiter::Pause Waiter::queued() {
@@ -95,7 +112,14 @@ Waiter::Pause Waiter::queued() {
   // A woken head tries first and renews its tickets after (not in the handover).
   const bool woken_head = m_state == State::head && m_try_now && m_queue->ticket_live();
   if (!woken_head && !m_queue->keep_alive(ticket_lease())) rejoined();
-  if (m_state != State::head && recheck_due()) read_queue();
+  if (m_requeue || (m_state != State::head && recheck_due())) read_queue();
+  m_requeue = false;
+  if (m_queue->superseded()) {
+    m_state = State::superseded;
+    m_log.info(fmt::format("a newer run of {} with --replace joined the queue ahead of this one; not run",
+                           fmt::join(m_names, ", ")));
+    return {};
+  }
   m_reread = false;
   go_idle_if_still();
   m_takeover_at = ServerTime::max();
@@ -113,7 +137,15 @@ Waiter::Pause Waiter::queued() {
 
 bool Waiter::head_attempt(Pause& again) {
   Locker::Busy busy;
-  if (!m_try_now) busy = m_locker.busy_name(m_requests);
+  if (!m_try_now) {
+    busy = m_locker.busy_name(m_requests);
+    // Found free by reading (not woken by its release): a replacing run may have joined ahead meanwhile
+    // without this waiter seeing its event; one more read of the queue, only at a handover.
+    if (busy.name.empty() && !m_queue->at_head()) {
+      place(m_queue->position(), Millis(0));
+      return false;
+    }
+  }
   if (m_try_now || busy.name.empty()) {
     if (take()) return true;
     busy = m_locker.busy_name(m_requests); // who holds it now, and until when
@@ -284,6 +316,10 @@ void Waiter::wait(Millis pause, const Sleeper& sleep) {
 
 void Waiter::on_event(const WakeEvent& event) {
   m_quiet = false;
+  if (event.ticket == k_replace_event) {
+    m_requeue = true; // a replacing run joined at the front: whoever believed to be first is not
+    return;
+  }
   const bool passed = m_queue->passed(event.name, event.ticket);
   if (passed) m_moved = LeaseClock::now();
   if (m_state == State::head || m_queue->head()) {
@@ -327,6 +363,7 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
   while (waiter.step(sleep)) {}
   auto outcome = std::move(waiter.outcome());
   outcome.interrupted = waiter.state() == Waiter::State::interrupted;
+  outcome.superseded = waiter.state() == Waiter::State::superseded;
   return outcome;
 }
 

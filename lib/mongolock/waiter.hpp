@@ -7,6 +7,7 @@
 //   far ◀──(rejoined at the back)── near ◀──▶ head ──(taken)──▶ acquired
 //     └──(moved up: among the first `followers`)──▶ near ──(every waiter ahead left)──▶ head
 //   any queued state ──(policy.wait passed)──▶ timed_out; ──(the sleeper says stop)──▶ interrupted
+//   any queued state ──(policy.replace, and a newer replacing run joined ahead)──▶ superseded
 //
 // Only `near` and `head` follow the wake-up events (a tailable cursor: see QueueTiming for what it
 // costs the server), and only while the line moves (it moved within QueueTiming::follow_idle; else they
@@ -33,6 +34,7 @@ public:
     acquired,    // every lock taken: outcome().locks (with the tickets and the cursor, for the caller to leave)
     timed_out,   // policy.wait passed without taking them: outcome().held names the busy lock
     interrupted, // the sleeper stopped the wait (a signal)
+    superseded,  // run --replace: a newer replacing run joined the queue ahead of this one (the newest wins)
   };
 
   // `requests`: the names to take, all or none (callers sort them); policy.wait must be set.
@@ -67,6 +69,8 @@ private:
   [[nodiscard]] bool recheck_due() const;
   void rejoined();
   void follow();
+  // run --replace, just joined at the front: appends a k_replace_event per name (best effort).
+  void announce_replace();
   // Once the line has not moved for follow_idle: the head closes its cursor and looks at the lock every
   // idle_poll; a near waiter becomes far (no cursor, the far lease, a look every still_interval()).
   void go_idle_if_still();
@@ -97,6 +101,7 @@ private:
   int m_refollowed = 0;    // times the event cursor failed and was made anew
   bool m_try_now = false;  // the head: try at once, without reading the lock first (woken)
   bool m_reread = false;   // not the head: read the queue now
+  bool m_requeue = false;  // any state: read the queue now (a replacing run joined at the front)
   bool m_quiet = false;    // the last wait ended without an event (FerretDB v1 may have lost one)
   bool m_retried = false;  // the head found the lock free right after a failed attempt, tried again
   ServerTime m_takeover_at = ServerTime::max(); // the head: when the busy lock may be taken over (no event)

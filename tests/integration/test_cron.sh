@@ -264,7 +264,7 @@ instant_takeover_of_a_dead_local_holder() {
     expect_exit 75 -- unshare --uts sh -c 'hostname host-b && exec "$@"' _ "$MONGOLOCK_BIN" run "$name" -- true
   fi
   expect_exit 0 -- ml run "$name" -- touch "$T/ran"
-  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host (nor does its guardian); taken over"
+  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host (nor do its guardian and job); taken over"
   [[ -e $T/ran ]] || fail "the command did not run"
   [[ ! -e /dev/shm/mongolock-run-$pid-$(doc_field pid_start).lock ]] || fail "the dead holder's file was left"
   # A lock taken by `acquire` records no process start: a dead pid is not enough, it waits for expiry.
@@ -272,6 +272,88 @@ instant_takeover_of_a_dead_local_holder() {
   other=$(lock_name acquired)
   ml acquire "$other" --process "$HOST:999999" >/dev/null
   expect_exit 75 -- ml run "$other" -- true
+}
+
+# kill -9 of mongolock and its guardian together: the job's direct command dies with its guardian
+# (PR_SET_PDEATHSIG), but what it started lives on in the job's process group, unsupervised. The group is
+# recorded in the holder file, so a run on this host does not take the lock over at once while the group
+# has members (exit 75, nothing started); once they have ended, it does.
+survivors_block_the_instant_takeover() {
+  local name pid guardian job child
+  name=$(lock_name)
+  rm -f "$T/job" "$T/child"
+  start_bg h "$MONGOLOCK_BIN" run "$name" --ttl 30s -- sh -c 'sleep 300 & echo $! >"$2"; echo $$ >"$1"; wait' _ \
+    "$T/job" "$T/child"
+  pid=$BG_PID
+  wait_file 10 "$T/job"
+  wait_file 10 "$T/child"
+  job=$(cat "$T/job")
+  child=$(cat "$T/child")
+  guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
+  [[ -n $guardian && $guardian != "$pid" ]] || fail "no guardian between mongolock and the job"
+  kill -KILL "$pid" "$guardian"
+  wait_until 5 eval "! pid_alive $pid && ! pid_alive $guardian && ! pid_alive $job" ||
+    fail "mongolock, its guardian or the job's command still runs"
+  pid_alive "$child" || fail "the job's child (pid $child) died too: nothing left to test"
+  track "$child"
+  expect_exit 75 -- ml run "$name" -- touch "$T/ran"
+  [[ ! -e $T/ran ]] || fail "a second job started while the first one's child still ran"
+  assert_not_contains "$ERR" "taken over"
+  kill -KILL "$child"
+  wait_until 5 eval "! pid_alive $child"
+  expect_exit 0 -- ml run "$name" -- touch "$T/ran"
+  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host (nor do its guardian and job); taken over"
+  [[ -e $T/ran ]] || fail "the command did not run once the job's group was empty"
+}
+
+# --min-hold outlives its holder: kill -9 of mongolock alone lets the guardian stop the job and give the
+# lock back as a release would (kept to hold_until, not deleted); kill -9 of mongolock, guardian and job
+# leaves nothing to release, and a run on this host does not take it over within the hold.
+min_hold_outlives_a_dead_holder() {
+  local name
+  name=$(lock_name)
+  rm -f "$T/job"
+  start_bg h "$MONGOLOCK_BIN" run "$name" --ttl 30s --min-hold 10m -- sh -c 'echo $$ >"$1"; exec sleep 300' _ "$T/job"
+  wait_file 10 "$T/job"
+  kill -KILL "$BG_PID"
+  wait_until 10 grep -q "died" "$T/h.err"
+  assert_matches "$T/h.err" "^mongolock: warning: mongolock \(pid $BG_PID\) died; its job was stopped and lock '$name' kept until [0-9T:.-]+Z \(--min-hold\)$"
+  read_doc "$name"
+  [[ -n $(doc_field released_at) ]] || fail "the lock was not marked released: $(tr '\n' ' ' <"$T/doc")"
+  expect_exit 75 -- ml run "$name" -- touch "$T/ran"
+  [[ ! -e $T/ran ]] || fail "a run started within the dead holder's minimum hold"
+  ml break --force "$name" >/dev/null
+
+  name=$(lock_name)
+  rm -f "$T/job"
+  start_bg h2 "$MONGOLOCK_BIN" run "$name" --ttl 30s --min-hold 10m -- sh -c 'echo $$ >"$1"; exec sleep 300' _ "$T/job"
+  wait_file 10 "$T/job"
+  local job guardian
+  job=$(cat "$T/job")
+  guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
+  kill -KILL "$BG_PID" "$guardian" "$job"
+  wait_until 5 eval "! pid_alive $BG_PID && ! pid_alive $guardian && ! pid_alive $job"
+  expect_exit 75 -- ml run "$name" -- touch "$T/ran"
+  assert_not_contains "$ERR" "taken over"
+  [[ ! -e $T/ran ]] || fail "a dead holder's lock was taken over within its minimum hold"
+  ml break --force "$name" >/dev/null
+}
+
+# --once-per: a success is recorded while the lock is still held, and only then released, so the next
+# run (on any host) that takes the lock reads it (recorded after the release, a second host could take
+# the lock in between and run the job again). The order is read from -vv's trace of server commands.
+once_per_records_before_releasing() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml -vv run "$name" --once-per 1h -- true
+  local recorded released
+  recorded=$(grep -n "recorded the run in the history of '$name' (ok)" "$ERR" | cut -d: -f1)
+  released=$(grep -n "released lock '$name'" "$ERR" | cut -d: -f1)
+  [[ -n $recorded && -n $released ]] || fail_with "no history record or no release in the trace" log "$ERR"
+  ((recorded < released)) || fail_with "the success was recorded after the release" log "$ERR"
+  expect_exit 0 -- ml run "$name" --once-per 1h -- touch "$T/ran"
+  [[ ! -e $T/ran ]] || fail "the job ran again within --once-per"
+  assert_free "$name"
 }
 
 bad_values() {
@@ -299,5 +381,8 @@ run_case "--once-per: 8 concurrent runs, one command" once_per_decides_under_the
 run_case "the job gets MONGOLOCK_NAME, MONGOLOCK_HOLDER and MONGOLOCK_RUN_ID" job_knows_its_lock
 run_case "kill -9 of mongolock: the guardian stops the job and releases the lock at once" guardian_releases_after_mongolock_dies
 run_case "kill -9 of mongolock, guardian and job: the next run on this host takes over at once" instant_takeover_of_a_dead_local_holder
+run_case "kill -9 of mongolock and guardian: no instant takeover while the job's children live" survivors_block_the_instant_takeover
+run_case "--min-hold outlives a dead holder: the guardian's release and the instant takeover keep it" min_hold_outlives_a_dead_holder
+run_case "--once-per: the success is recorded before the release" once_per_records_before_releasing
 run_case "bad --splay and --once-per values: 64 with one line" bad_values
 finish

@@ -139,7 +139,7 @@ history_json_shape() {
   name=$(lock_name)
   expect_exit 0 -- ml history "$name" --json
   assert_eq "$(json "$OUT" 'd')" \
-    '{"runs": [], "summary": {"runs": 0, "ok": 0, "failures": 0, "skipped": 0, "not_due": 0, "median_duration_ms": null, "max_duration_ms": null}}' \
+    '{"runs": [], "summary": {"runs": 0, "ok": 0, "failures": 0, "skipped": 0, "not_due": 0, "replaced": 0, "median_duration_ms": null, "max_duration_ms": null}}' \
     "history --json without runs"
   expect_exit 0 -- ml run "$name" --fence -- sleep 0.1
   expect_exit 1 -- ml run "$name" -- sh -c 'sleep 0.3; exit 1'

@@ -15,8 +15,8 @@ TEST_CASE("Outcomes have the documented names") {
   std::vector<std::string> names;
   for (const auto outcome : all_outcomes())
     names.emplace_back(outcome_name(outcome));
-  CHECK(names ==
-        std::vector<std::string>{"ok", "failed", "timeout", "lease-lost", "not-executable", "skipped", "not-due", "error"});
+  CHECK(names == std::vector<std::string>{"ok", "failed", "timeout", "lease-lost", "not-executable", "skipped",
+                                          "not-due", "replaced", "error"});
 }
 
 TEST_CASE("The recorded command is redacted and bounded") {

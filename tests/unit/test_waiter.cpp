@@ -195,4 +195,32 @@ TEST_CASE("A ticket that keeps a far waiter's long lease among the first in line
   CHECK(w2.position() == 2);
 }
 
+TEST_CASE("A replacing run joins at the front; a newer one passes it (run --replace)") {
+  MemoryStore store;
+  WaitQueue a(store, quiet);
+  a.join({"job"}, "a:1"); // an ordinary waiter, at the back
+  WaitQueue r1(store, quiet);
+  r1.join({"job"}, "r:1", true);
+  CHECK(r1.at_head()); // ahead of the waiter that queued first
+  CHECK_FALSE(r1.superseded());
+  CHECK_FALSE(a.at_head());
+  CHECK_FALSE(a.superseded()); // only a replacing run is ever superseded
+  WaitQueue r2(store, quiet);
+  r2.join({"job"}, "r:2", true);
+  CHECK(r2.at_head());
+  CHECK_FALSE(r1.at_head());
+  CHECK(r1.superseded()); // the newest replacing run wins
+  std::vector<std::int64_t> seqs;
+  for (const auto& t : store.tickets({"job"})) {
+    seqs.push_back(t.seq);
+    CHECK(WaitQueue::is_replace(t) == (t.process != "a:1"));
+  }
+  CHECK(seqs == std::vector<std::int64_t>{-2, -1, 1});
+  // A waiter that then joins at the back is behind all of them.
+  WaitQueue b(store, quiet);
+  b.join({"job"}, "b:1");
+  CHECK_FALSE(b.at_head());
+  CHECK(b.position() == 4);
+}
+
 TEST_SUITE_END();
