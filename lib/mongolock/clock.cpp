@@ -2,6 +2,7 @@
 
 #include <fmt/chrono.h>
 
+#include <atomic>
 #include <ctime>
 
 namespace mongolock {
@@ -14,9 +15,16 @@ LeaseClock::duration read_clock(clockid_t id) noexcept {
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
+std::atomic<TimeSource*> g_time_source{nullptr}; // set by tests only (set_time_source())
+
 } // namespace
 
-LeaseClock::time_point LeaseClock::now() noexcept { return time_point(read_clock(CLOCK_BOOTTIME)); }
+TimeSource* set_time_source(TimeSource* source) noexcept { return g_time_source.exchange(source); }
+
+LeaseClock::time_point LeaseClock::now() noexcept {
+  if (auto* source = g_time_source.load(std::memory_order_relaxed); source != nullptr) return source->now();
+  return time_point(read_clock(CLOCK_BOOTTIME));
+}
 
 LeaseClock::time_point LeaseClock::from_monotonic_us(std::int64_t microseconds) noexcept {
   const auto boot = read_clock(CLOCK_BOOTTIME);

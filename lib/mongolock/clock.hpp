@@ -22,12 +22,28 @@ struct LeaseClock {
   using period = duration::period;
   using time_point = std::chrono::time_point<LeaseClock>;
   static constexpr bool is_steady = true;
+  // CLOCK_BOOTTIME, or the installed TimeSource's time (set_time_source(), below: tests only).
   static time_point now() noexcept;
   // Converts a CLOCK_MONOTONIC reading in microseconds (libmongoc's timestamps) to this clock, using the
   // current difference between the two (it changes only across a suspend).
   static time_point from_monotonic_us(std::int64_t microseconds) noexcept;
 };
 using LocalTime = LeaseClock::time_point;
+
+// Where LeaseClock::now() reads the time when a source is installed: virtual time for the simulator
+// (tests/sim) and tests, so that the real protocol code (Locker, LeaseBook, ServerClock) runs on a clock
+// they control. Production code never installs one: LeaseClock::now() then reads CLOCK_BOOTTIME.
+class TimeSource {
+public:
+  virtual ~TimeSource() = default;
+  // The current time; must never go backwards (LeaseClock is steady).
+  [[nodiscard]] virtual LocalTime now() noexcept = 0;
+};
+
+// Installs `source` as the process-wide time of LeaseClock::now() (nullptr: CLOCK_BOOTTIME again).
+// Tests and the simulator only; not thread-safe against concurrent now() calls while it changes (install
+// it before any thread reads the clock). `source` must outlive its installation. Returns the previous one.
+TimeSource* set_time_source(TimeSource* source) noexcept;
 
 // Maps this host's monotonic clock onto the server's wall clock. Built from one observation of the
 // server's time (hello's localTime; MongoStore takes a new one from a new connection's handshake, before

@@ -45,6 +45,8 @@ bool selects(const LockSelector& which, const LockRecord& lock) {
 MemoryStore::MemoryStore(WriteSemantics semantics, Millis skew)
     : m_semantics(semantics), m_clock(server_now(skew), Millis(0), LeaseClock::now()) {}
 
+MemoryStore::MemoryStore(WriteSemantics semantics, const ServerClock& clock) : m_semantics(semantics), m_clock(clock) {}
+
 std::string MemoryStore::new_id() { return fmt::format("{:024x}", m_next_id++); }
 
 void MemoryStore::run_between() {

@@ -25,6 +25,8 @@ public:
   // A store whose clock is this host's (server time = local wall clock at construction, advanced by
   // LeaseClock) shifted by `skew` (a client whose estimate of the server's clock is off).
   explicit MemoryStore(WriteSemantics semantics = WriteSemantics::mongodb, Millis skew = Millis(0));
+  // A store whose clock is `clock` (the simulator: a fixed epoch on virtual time, LeaseClock's TimeSource).
+  MemoryStore(WriteSemantics semantics, const ServerClock& clock);
 
   // One write to a lock document, as logged: "update", "delete", "insert"; the lock's program; which
   // fields an update set ("expires_at,renewed_at,ttl_ms", "waiters", ...).

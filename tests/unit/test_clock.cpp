@@ -78,6 +78,24 @@ TEST_CASE("now() reads the server clock at the current steady time") {
   CHECK(now - server < 10s);
 }
 
+TEST_CASE("An installed TimeSource is LeaseClock's time until it is removed (the simulator's virtual time)") {
+  struct Fixed final : TimeSource {
+    LocalTime t = k_anchor;
+    LocalTime now() noexcept override { return t; }
+  } fixed;
+  const auto before = LeaseClock::now();
+  CHECK(set_time_source(&fixed) == nullptr);
+  CHECK(LeaseClock::now() == k_anchor);
+  fixed.t += 1500ms;
+  CHECK(LeaseClock::now() == k_anchor + 1500ms);
+  // ServerClock::now() and its bounds follow it too.
+  const ServerClock clock(from_millis(1'700'000'000'000), 10ms, k_anchor);
+  CHECK(clock.now() == from_millis(1'700'000'000'000) + 5ms + 1500ms);
+  CHECK(clock.earliest_now() == clock.now() - 6ms);
+  CHECK(set_time_source(nullptr) == &fixed);
+  CHECK(LeaseClock::now() >= before); // CLOCK_BOOTTIME again
+}
+
 TEST_CASE("The offset from the local wall clock is measured against the server estimate") {
   const auto local = time_point_cast<Millis>(system_clock::now());
   SUBCASE("server five minutes ahead") {

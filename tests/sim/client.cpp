@@ -1,0 +1,244 @@
+#include "client.hpp"
+
+#include <mongolock/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace sim {
+
+using mongolock::LockRecord;
+using mongolock::LockSelector;
+
+namespace {
+
+std::string ms(Millis d) { return fmt::format("{} ms", d.count()); }
+
+// GuardianDeadline's time: CLOCK_BOOTTIME (here: virtual) nanoseconds.
+std::int64_t ns(LocalTime t) { return t.time_since_epoch().count(); }
+std::int64_t ns(Millis d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
+
+} // namespace
+
+Client::Client(World& world, int id)
+    : m_world(world), m_id(id), m_tag(fmt::format("c{}", id)), m_store(world, *this), m_locker(m_store, m_log) {
+  m_wake_at = world.now() + world.rng().millis(Millis(0), world.config().timing.ttl);
+}
+
+void Client::kill() {
+  m_state = State::dead;
+  m_died_at = std::min(m_died_at, m_world.now());
+}
+
+void Client::step() {
+  try {
+    switch (m_state) {
+    case State::idle: {
+      const auto& names = m_world.config().names;
+      m_want = names[static_cast<std::size_t>(m_world.rng().range(0, static_cast<int>(names.size()) - 1))];
+      m_slots = m_world.config().slots.at(m_want);
+      m_want_until = m_world.now() + m_world.config().timing.ttl * m_world.rng().range(1, 4);
+      m_state = State::wanting;
+      acquire();
+      break;
+    }
+    case State::wanting:
+      acquire();
+      break;
+    case State::holding:
+      hold();
+      break;
+    case State::finishing:
+      finish();
+      break;
+    case State::dead:
+      break;
+    }
+  } catch (const Killed&) {
+    m_world.note(fmt::format("{} died in a call", m_tag));
+  }
+}
+
+void Client::acquire() {
+  const auto& config = m_world.config();
+  mongolock::AcquireRequest request;
+  request.name = m_want;
+  request.process = fmt::format("host{}:{}", m_id, 100 + m_id);
+  request.user = "sim";
+  request.ttl = config.timing.ttl;
+  request.takeover_grace = config.plant == Plant::no_grace ? Millis(0) : config.grace;
+  request.slots = m_slots;
+  request.fence = config.fence;
+  std::vector<LockRecord> seen;
+  const auto started = m_world.now();
+  try {
+    auto lock = m_locker.try_acquire(request, false, &seen);
+    if (lock) {
+      start(std::move(*lock));
+      return;
+    }
+    m_world.note(fmt::format("{} acquire '{}': held", m_tag, m_want));
+    m_world.attempt_held(*this, m_want, started);
+    maybe_mark_waiters(seen);
+  } catch (const mongolock::Error& e) {
+    m_world.note(fmt::format("{} acquire '{}': error: {}", m_tag, m_want, e.what()));
+  }
+  if (m_world.now() >= m_want_until) {
+    idle_for(m_world.rng().millis(Millis(0), config.timing.ttl));
+    return;
+  }
+  m_wake_at = m_world.now() + m_world.rng().millis(Millis(100), Millis(1000)); // the caller's retry
+}
+
+// 0.2.0's head waiter: `$set {waiters: true}` on the holder's document (Plant::rollback only).
+void Client::maybe_mark_waiters(const std::vector<LockRecord>& seen) {
+  if (m_world.config().plant != Plant::rollback) return;
+  for (const auto& holder : seen) {
+    if (!m_world.rng().chance(0.5)) continue;
+    try {
+      m_store.mark_waiters(LockSelector{.program = holder.program, .id = holder.id});
+    } catch (const mongolock::Error&) {}
+  }
+}
+
+// Run::start(): the job starts only before the first acquisition's renew deadline; past it the lock is
+// released and nothing starts (exit 76).
+void Client::start(LockRecord lock) {
+  const auto& timing = m_world.config().timing;
+  const auto now = m_world.now();
+  m_lock = std::move(lock);
+  m_book.emplace(std::vector<LocalTime>{m_lock->sent}, timing);
+  m_lost = false;
+  m_state = State::finishing;
+  m_want.clear();
+  if (now >= m_book->deadline() && m_world.config().plant != Plant::late_spawn) {
+    m_world.note(fmt::format("{} acquired '{}' ({}) past its renew deadline: releases, starts nothing", m_tag,
+                             m_lock->program, m_lock->id));
+    m_job = false;
+    m_wake_at = now;
+    return;
+  }
+  m_job = true;
+  m_job_start = now;
+  m_job_planned_end = now + m_world.rng().millis(timing.ttl / 4, timing.ttl * 3);
+  // The guardian, armed with the first acquisition's deadline (run: on_lost term); it checks first
+  // whenever it wakes.
+  m_guardian.emplace(ns(m_book->deadline()), ns(timing.kill_grace));
+  (void)m_guardian->check(ns(now));
+  m_next_renewal = m_book->next_renewal();
+  m_state = State::holding;
+  m_world.count("jobs");
+  m_world.note(fmt::format("{} acquired '{}' ({}{}): job until {} (deadline {})", m_tag, m_lock->program, m_lock->id,
+                           m_lock->fence ? fmt::format(", fence {}", *m_lock->fence) : std::string(),
+                           ms(std::chrono::duration_cast<Millis>(m_job_planned_end - now)),
+                           ms(std::chrono::duration_cast<Millis>(m_book->deadline() - now))));
+  m_world.job_started(*m_lock);
+  m_wake_at = std::min({m_next_renewal, m_job_planned_end, m_book->deadline()});
+}
+
+// The main loop (lease check first) and the heartbeat, one step.
+void Client::hold() {
+  const auto now = m_world.now();
+  if (!m_lost && now >= m_book->deadline()) set_lost("the renew deadline passed");
+  if (!m_lost && now >= m_job_planned_end) m_world.note(fmt::format("{} job on '{}' ended", m_tag, m_lock->program));
+  if (m_lost || now >= m_job_planned_end) {
+    m_state = State::finishing;
+    m_wake_at = job_end();
+    return;
+  }
+  if (now >= m_next_renewal) renew();
+  if (m_state == State::holding) m_wake_at = std::min({m_next_renewal, m_job_planned_end, m_book->deadline()});
+}
+
+// Heartbeat::renew_one() (supervisor.cpp) for one lock, on virtual time.
+void Client::renew() {
+  const auto& timing = m_world.config().timing;
+  const auto deadline = m_book->deadline(0);
+  const auto sent = m_world.now();
+  if (sent >= deadline) {
+    set_lost("too late to renew");
+    return;
+  }
+  const auto left = std::chrono::floor<Millis>(deadline - sent);
+  const auto total = left + timing.kill_grace + Millis(500);
+  try {
+    m_store.reconnect(mongolock::CallLimits{left, total, m_book->server_bound(total)});
+    if (!m_locker.renew(*m_lock, timing.ttl, sent)) {
+      set_lost("the lock document is gone");
+      return;
+    }
+    const auto received = m_world.now();
+    if (received >= deadline) m_world.count("late replies");
+    if (received >= deadline && m_world.config().plant != Plant::late_reply) {
+      set_lost("the renewal was answered after the renew deadline");
+      return;
+    }
+    m_book->confirmed(0, sent, received);
+    // The guardian woke at its deadline on its own (a fired watchdog stays fired), then gets the extension.
+    (void)m_guardian->check(ns(received));
+    m_guardian->extend(ns(m_book->deadline()));
+    m_next_renewal = m_book->next_renewal();
+    m_world.count("renewals");
+    m_world.note(fmt::format("{} renewed '{}': deadline in {}", m_tag, m_lock->program,
+                             ms(std::chrono::duration_cast<Millis>(m_book->deadline() - received))));
+  } catch (const mongolock::Error& e) {
+    m_book->unknown(0, sent, m_book->server_bound(left + timing.kill_grace + Millis(500)));
+    m_next_renewal = m_world.now() + std::clamp(timing.renew_interval / 4, Millis(100), Millis(2000));
+    m_world.note(fmt::format("{} renewal of '{}' failed: {}", m_tag, m_lock->program, e.what()));
+  }
+}
+
+void Client::set_lost(const char* why) {
+  m_lost = true;
+  if (m_guardian) {
+    const auto now = m_world.now();
+    (void)m_guardian->check(ns(now));
+    (void)m_guardian->stop(ns(now), ns(now + m_world.config().timing.kill_grace)); // Child::stop_job()
+  }
+  m_world.note(fmt::format("{} lost '{}': {}; the job is stopped", m_tag, m_lock->program, why));
+}
+
+// After the job has ended (the guardian reaped it): release by _id + token, as run does.
+void Client::finish() {
+  if (m_job && m_world.now() < job_end()) {
+    m_wake_at = job_end();
+    return;
+  }
+  m_job = false;
+  m_store.reconnect(std::nullopt);
+  const auto program = m_lock->program;
+  try {
+    const auto result = m_locker.release(LockSelector{.program = program, .id = m_lock->id, .token = m_lock->token});
+    m_world.note(fmt::format("{} released '{}': {}", m_tag, program,
+                             result.kind == mongolock::ReleaseOutcome::released ? "deleted" : "not the holder"));
+  } catch (const mongolock::Error& e) {
+    m_world.note(fmt::format("{} could not release '{}': {}", m_tag, program, e.what()));
+  }
+  m_lock.reset();
+  m_book.reset();
+  idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl * 2));
+}
+
+void Client::idle_for(Millis d) {
+  m_state = State::idle;
+  m_want.clear();
+  m_wake_at = m_world.now() + d;
+}
+
+LocalTime Client::guardian_kill_at() const {
+  const auto next = LocalTime(std::chrono::nanoseconds(m_guardian->next_wakeup()));
+  if (m_guardian->state() == mongolock::GuardianDeadline::State::stopping) return next;
+  return next + m_world.config().timing.kill_grace; // it fires at the deadline, SIGKILL a kill grace later
+}
+
+LocalTime Client::job_end() const {
+  if (!m_job) return m_job_start;
+  return std::min({m_job_planned_end, m_died_at, std::max(guardian_kill_at(), m_job_start + Millis(1))});
+}
+
+bool Client::job_running() const { return m_job && m_world.now() < job_end(); }
+
+bool Client::believes() const { return m_state == State::holding && !m_lost && m_world.now() < m_book->deadline(); }
+
+} // namespace sim

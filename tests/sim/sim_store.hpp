@@ -1,0 +1,74 @@
+// One client's view of the simulated server: a LockStore that forwards to the world's MemoryStore as
+// server operations in flight (applied after a request latency, answered after a reply latency), with
+// this client's clock estimate (off by at most half its round trip: ServerClock's stated bounds) and the
+// faults of the schedule: a call failing before it applies, a reply lost after the write applied, a
+// request delayed past other clients' writes (FerretDB: between its read and its write-back), the server
+// unreachable, the client paused (its reply waits) or killed (Killed is thrown out of the call).
+#pragma once
+
+#include "world.hpp"
+
+namespace sim {
+
+class SimStore final : public mongolock::LockStore {
+public:
+  SimStore(World& world, Client& client);
+
+  // A waiter of mongolock 0.2.0 marking the holder's document (Plant::rollback): an update of `waiters`
+  // by another client than the holder, delayed between its read and its write-back.
+  void mark_waiters(const mongolock::LockSelector& which);
+
+  const mongolock::ServerClock& clock() override { return m_clock; }
+  void reconnect(std::optional<mongolock::CallLimits> limits) override;
+  void ensure_indexes() override {}
+  [[nodiscard]] bool insert(mongolock::LockRecord& lock) override;
+  [[nodiscard]] std::int64_t remove(const mongolock::LockSelector& which) override;
+  [[nodiscard]] std::int64_t renew(const mongolock::LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
+                                   Millis ttl, bool mark_waiters = false) override;
+  [[nodiscard]] std::int64_t mark_released(const mongolock::LockSelector& which, ServerTime released_at,
+                                           ServerTime expires_at) override;
+  [[nodiscard]] std::int64_t set_fence(const mongolock::LockSelector& which, std::int64_t fence) override;
+  [[nodiscard]] std::int64_t next_fence(std::string_view name) override;
+  [[nodiscard]] std::optional<mongolock::LockRecord> find(std::string_view program) override;
+  [[nodiscard]] std::vector<mongolock::LockRecord> list(std::optional<std::string_view> name = std::nullopt) override;
+  [[nodiscard]] mongolock::ServerInfo server_info() override { return m_world.server().server_info(); }
+  [[nodiscard]] bool has_unique_index() override { return true; }
+  [[nodiscard]] std::string create_ttl_index(Millis) override { return "simulated"; }
+  [[nodiscard]] std::int64_t highest_ticket() override;
+  [[nodiscard]] bool insert_ticket(mongolock::TicketRecord& ticket) override;
+  [[nodiscard]] std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) override;
+  [[nodiscard]] std::int64_t remove_ticket(std::string_view id,
+                                           std::optional<ServerTime> expired_at_or_before = std::nullopt) override;
+  [[nodiscard]] std::vector<mongolock::TicketRecord> tickets(const std::vector<std::string>& names) override;
+  [[nodiscard]] std::optional<mongolock::LockRecord> remove_returning(const mongolock::LockSelector& which) override;
+  void append_event(std::string_view name, std::string_view ticket) override;
+  [[nodiscard]] std::unique_ptr<mongolock::EventFeed> follow_events(Millis await) override;
+  void insert_runs(std::vector<mongolock::RunRecord>&) override {}
+  [[nodiscard]] std::vector<mongolock::RunRecord> runs(std::optional<std::string_view>, std::optional<ServerTime>,
+                                                       std::int64_t) override {
+    return {};
+  }
+  [[nodiscard]] std::int64_t purge_runs(std::string_view, std::int64_t, ServerTime) override { return 0; }
+  [[nodiscard]] std::string create_runs_ttl_index(Millis) override { return "simulated"; }
+
+private:
+  // Sends `op` to the server: applied there after the request latency (unless it fails first), answered
+  // after the reply latency. Throws mongolock::Error (69) on a fault or when the call's limit passed,
+  // Killed when the client was killed meanwhile.
+  // What a call is: a read, an update or delete (may be delayed), or one delayed always (Plant::rollback).
+  enum class Write { read, update, forced_delay };
+  template <typename T> T call(const char* what, std::function<T()> op, Write kind);
+  // The selector as sent: without _id and token under Plant::name_selector.
+  [[nodiscard]] mongolock::LockSelector sent(const mongolock::LockSelector& which) const;
+  void wait_until(LocalTime t);
+  void redraw_clock();
+
+  World& m_world;
+  Client& m_client;
+  mongolock::ServerClock m_clock;
+  std::optional<LocalTime> m_call_deadline; // CallLimits::total from the last reconnect()
+  std::optional<Millis> m_server_bound;     // CallLimits::server: the server aborts a write past it
+  std::uint64_t m_next_id = 0;
+};
+
+} // namespace sim

@@ -1,0 +1,343 @@
+#include "world.hpp"
+
+#include "client.hpp"
+
+#include <mongolock/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace sim {
+
+using namespace std::chrono_literals;
+using mongolock::WriteSemantics;
+
+namespace {
+
+constexpr std::size_t k_trace_lines = 50;
+constexpr long k_max_steps = 20'000; // a schedule that loops is a failure too
+// 2026-01-01T00:00:00Z: the server's clock at the start of every schedule.
+constexpr ServerTime k_epoch{std::chrono::duration_cast<Millis>(std::chrono::seconds(1'767'225'600))};
+constexpr LocalTime k_start{std::chrono::seconds(1000)};
+
+std::uint64_t splitmix(std::uint64_t& x) {
+  std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// The lease timing, the grace and the faults: a TTL's defaults, a user's --renew-interval/--renew-deadline,
+// or (1 in 5) the edge of what make_lease_timing() and --grace accept: a short TTL, the deadline as late as
+// the kill grace allows, the interval just below it, a grace of milliseconds, many faults (where the races
+// are: a late reply of a renewal whose write-back a takeover undid needs all of them).
+void draw_timing(Rng& rng, Config& c, bool edge_only) {
+  const bool edge = rng.chance(0.2) || edge_only;
+  const Millis ttls[] = {Millis(1000), Millis(3000), Millis(10'000), Millis(30'000)};
+  const auto ttl = ttls[rng.range(0, edge ? 1 : 3)];
+  const auto margin = mongolock::lease_safety_margin(ttl);
+  c.timing = mongolock::make_lease_timing(ttl);
+  if (edge || rng.chance(0.4)) {
+    const auto deadline =
+        edge ? ttl - margin - rng.millis(Millis(20), Millis(150)) : rng.millis(ttl / 2, ttl - margin - Millis(100));
+    const auto interval = edge ? deadline - rng.millis(Millis(50), deadline / 4)
+                               : rng.millis(std::max(Millis(50), deadline / 4), deadline - Millis(50));
+    try {
+      c.timing = mongolock::make_lease_timing(ttl, std::nullopt, interval, deadline);
+    } catch (const mongolock::Error&) {
+      c.timing = mongolock::make_lease_timing(ttl);
+    }
+  }
+  // --grace: the default, or as short as the CLI allows (1 ms): the invariants must hold with any.
+  const int grace = edge ? 9 : rng.range(0, 9);
+  c.grace = grace < 4   ? Millis(2000)
+            : grace < 7 ? rng.millis(Millis(100), Millis(1000))
+                        : rng.millis(Millis(1), Millis(300));
+  const int faults = edge ? 9 : rng.range(0, 9); // none (3 in 10), some (5), many (2)
+  const double scale = faults < 3 ? 0 : faults < 8 ? 1 : 3;
+  c.p_fail = 0.03 * scale;
+  c.p_lost = 0.03 * scale;
+  c.p_delay = 0.08 * scale;
+  c.horizon = std::max(Millis(20'000), ttl * 4);
+  c.max_rtt = rng.millis(Millis(1), Millis(40));
+}
+
+} // namespace
+
+Plant parse_plant(const std::string& text) {
+  for (const auto p :
+       {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn}) {
+    if (text == plant_name(p)) return p;
+  }
+  throw std::invalid_argument("unknown bug '" + text + "' (name-selector, no-grace, late-reply, rollback, late-spawn)");
+}
+
+const char* plant_name(Plant plant) {
+  switch (plant) {
+  case Plant::none:
+    return "none";
+  case Plant::name_selector:
+    return "name-selector";
+  case Plant::no_grace:
+    return "no-grace";
+  case Plant::late_reply:
+    return "late-reply";
+  case Plant::rollback:
+    return "rollback";
+  case Plant::late_spawn:
+    return "late-spawn";
+  }
+  return "?";
+}
+
+Rng::Rng(std::uint64_t seed) {
+  for (auto& s : m_s)
+    s = splitmix(seed);
+}
+
+std::uint64_t Rng::next() {
+  const auto result = rotl(m_s[1] * 5, 7) * 9;
+  const auto t = m_s[1] << 17;
+  m_s[2] ^= m_s[0];
+  m_s[3] ^= m_s[1];
+  m_s[1] ^= m_s[2];
+  m_s[0] ^= m_s[3];
+  m_s[2] ^= t;
+  m_s[3] = rotl(m_s[3], 45);
+  return result;
+}
+
+int Rng::range(int lo, int hi) { return lo + static_cast<int>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+
+Millis Rng::millis(Millis lo, Millis hi) {
+  return lo + Millis(static_cast<Millis::rep>(next() % static_cast<std::uint64_t>((hi - lo).count() + 1)));
+}
+
+bool Rng::chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
+
+World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge)
+    : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge)), m_start(k_start), m_now(k_start),
+      m_truth(k_epoch, Millis(0), k_start), m_server(m_config.semantics, m_truth) {
+  m_previous_source = mongolock::set_time_source(this);
+  for (int i = 1; i <= m_config.clients; ++i)
+    m_clients.push_back(std::make_unique<Client>(*this, i));
+  if (m_config.chaos_every > Millis(0)) m_chaos_at = m_now + m_rng.millis(Millis(0), m_config.chaos_every * 2);
+}
+
+World::~World() { mongolock::set_time_source(m_previous_source); }
+
+// Small worlds, so that 10,000 of them run in seconds, with every timing the CLI accepts in reach.
+Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Plant plant, bool edge) {
+  Config c;
+  c.plant = plant;
+  c.semantics = semantics ? *semantics : (rng.chance(0.5) ? WriteSemantics::mongodb : WriteSemantics::ferretdb_v1);
+  c.clients = rng.range(2, 4);
+  c.names = {"a"};
+  if (rng.chance(0.3)) c.names.push_back("b");
+  for (const auto& name : c.names)
+    c.slots[name] = rng.chance(0.25) ? 2 : 1;
+  c.fence = rng.chance(0.5);
+  draw_timing(rng, c, edge);
+  const auto ttl = c.timing.ttl;
+  c.chaos_every = rng.chance(0.8) ? ttl * rng.range(1, 3) : Millis(0);
+  if (c.plant == Plant::rollback) c.semantics = WriteSemantics::ferretdb_v1;
+  return c;
+}
+
+std::string World::run() {
+  note(fmt::format("{} semantics, {} clients, names {}, ttl {} ms (renew every {} ms, deadline {} ms, kill grace "
+                   "{} ms), grace {} ms, fence {}, faults {}/{}/{}, chaos every {} ms, plant {}",
+                   m_config.semantics == WriteSemantics::mongodb ? "mongodb" : "ferretdb", m_config.clients,
+                   fmt::join(m_config.names, ","), m_config.timing.ttl.count(), m_config.timing.renew_interval.count(),
+                   m_config.timing.renew_deadline.count(), m_config.timing.kill_grace.count(), m_config.grace.count(),
+                   m_config.fence, m_config.p_fail, m_config.p_lost, m_config.p_delay, m_config.chaos_every.count(),
+                   plant_name(m_config.plant)));
+  try {
+    run_until(m_start + m_config.horizon);
+    check_invariants();
+  } catch (const Violation& v) {
+    return v.what();
+  }
+  return {};
+}
+
+void World::at(LocalTime when, std::function<void()> op) {
+  m_ops.push_back(Op{std::max(when, m_now), m_op_seq++, std::move(op)});
+}
+
+void World::run_until(LocalTime until) {
+  for (;;) {
+    if (++m_steps > k_max_steps) throw Violation("the schedule did not end within its step budget (a livelock?)");
+    // The next event at or before `until`: a server operation (oldest first), then chaos, then the step
+    // of a client that is not inside a call (lowest id first).
+    auto next = LocalTime::max();
+    std::size_t op = m_ops.size();
+    for (std::size_t i = 0; i < m_ops.size(); ++i) {
+      if (m_ops[i].when < next || (m_ops[i].when == next && m_ops[i].seq < m_ops[op].seq)) {
+        next = m_ops[i].when;
+        op = i;
+      }
+    }
+    const bool chaos_due = op == m_ops.size() && m_chaos_at < next;
+    if (chaos_due) next = m_chaos_at;
+    Client* client = nullptr;
+    for (const auto& c : m_clients) {
+      if (c->dead() || c->busy() || c->wake_at() >= next) continue;
+      next = c->wake_at();
+      client = c.get();
+    }
+    if (next > until) {
+      m_now = std::max(m_now, until);
+      return;
+    }
+    m_now = std::max(m_now, next);
+    if (client != nullptr) {
+      client->step();
+    } else if (chaos_due) {
+      chaos();
+    } else {
+      auto run = std::move(m_ops[op].run);
+      m_ops.erase(m_ops.begin() + static_cast<std::ptrdiff_t>(op));
+      run();
+    }
+    check_invariants();
+  }
+}
+
+// One chaos event: a client killed (its host dies: the job with it, the lock stays), a client paused (a
+// stopped mongolock: its guardian still stops the job at the deadline), `break --force` of a lock, or the
+// server unreachable for a while.
+void World::chaos() {
+  const auto ttl = m_config.timing.ttl;
+  m_chaos_at = m_now + m_rng.millis(m_config.chaos_every / 2, m_config.chaos_every * 3 / 2);
+  auto& victim = *m_clients[static_cast<std::size_t>(m_rng.range(0, m_config.clients - 1))];
+  const int kind = m_rng.range(0, 9);
+  if (kind < 2) {
+    if (victim.dead()) return;
+    note(fmt::format("chaos: kill c{}", victim.id()));
+    victim.kill();
+    count("kills");
+  } else if (kind < 6) {
+    const auto d = m_rng.millis(Millis(100), ttl * 2);
+    note(fmt::format("chaos: pause c{} for {} ms", victim.id(), d.count()));
+    victim.pause(m_now + d);
+    count("pauses");
+  } else if (kind < 8) {
+    const auto& name =
+        m_config.names[static_cast<std::size_t>(m_rng.range(0, static_cast<int>(m_config.names.size()) - 1))];
+    for (const auto& lock : m_server.list(name)) {
+      m_broken.insert(lock.id);
+      (void)m_server.remove(mongolock::LockSelector{.program = lock.program, .id = lock.id});
+      note(fmt::format("chaos: break --force '{}' (removes {})", lock.program, lock.id));
+      count("breaks");
+    }
+  } else {
+    const auto d = m_rng.millis(Millis(100), ttl);
+    m_outage_until = std::max(m_outage_until, m_now + d);
+    note(fmt::format("chaos: server unreachable for {} ms", d.count()));
+    count("outages");
+  }
+}
+
+void World::note(std::string line) {
+  m_trace.push_back(fmt::format("{:>10} {}", fmt_time(m_now), line));
+  if (m_trace.size() > k_trace_lines && !m_keep_trace) m_trace.pop_front();
+}
+
+std::string World::trace() const {
+  std::string out;
+  for (const auto& line : m_trace)
+    out += line + "\n";
+  return out;
+}
+
+std::string World::fmt_time(LocalTime t) const {
+  return fmt::format("{:.3f}s", std::chrono::duration<double>(t - m_start).count());
+}
+
+void World::job_started(const mongolock::LockRecord& lock) {
+  const auto& name = lock.name;
+  const auto& fence = lock.fence;
+  // A broken holder starts, and runs, on until its next renewal: `break --force` is deliberate, and the
+  // fenced resource is what rejects its older token.
+  if (!fence || m_config.slots.at(name) != 1 || broken(lock.id)) return;
+  auto& last = m_last_fence[name];
+  if (*fence <= last) {
+    throw Violation(fmt::format("fencing token {} of '{}' started a job after token {} had (tokens must increase)",
+                                *fence, name, last));
+  }
+  last = *fence;
+}
+
+void World::purged(const mongolock::LockRecord& removed) {
+  count("takeovers");
+  if (removed.expires_at + m_config.grace > server_now()) {
+    throw Violation(
+        fmt::format("lock '{}' ({}) was taken over {} ms after it expired, before the takeover grace of {} ms",
+                    removed.program, removed.id, (server_now() - removed.expires_at).count(), m_config.grace.count()));
+  }
+}
+
+// After every step: per name, no more jobs running (nor holders counting their lease valid) than slots;
+// every running job and every holder's lease covered by its document on the server's clock.
+void World::check_invariants() {
+  std::map<std::string, int> jobs;
+  std::map<std::string, int> believers;
+  for (const auto& client : m_clients)
+    check_client(*client, jobs, believers);
+  for (const auto& [name, n] : jobs) {
+    if (n > m_config.slots.at(name))
+      throw Violation(fmt::format("{} jobs of '{}' run at once (slots: {})", n, name, m_config.slots.at(name)));
+  }
+  for (const auto& [name, n] : believers) {
+    if (n > m_config.slots.at(name))
+      throw Violation(
+          fmt::format("{} holders count a valid lease on '{}' at once (slots: {})", n, name, m_config.slots.at(name)));
+  }
+}
+
+void World::check_client(const Client& client, std::map<std::string, int>& jobs,
+                         std::map<std::string, int>& believers) {
+  const auto& lock = client.lock();
+  if (!lock || broken(lock->id)) return; // a broken holder runs on until its next renewal: by design
+  const bool job = client.job_running();
+  const bool believes = client.believes();
+  if (!job && !believes) return;
+  jobs[lock->name] += job ? 1 : 0;
+  believers[lock->name] += believes ? 1 : 0;
+  const auto doc = m_server.find(lock->program);
+  const bool present = doc && doc->id == lock->id;
+  if (job && (!present || doc->expires_at < server_at(client.job_end()))) {
+    throw Violation(fmt::format("c{}'s job on '{}' may run until {} but its lease {}", client.id(), lock->program,
+                                fmt_time(client.job_end()),
+                                present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now)
+                                        : std::string("is gone from the server")));
+  }
+  if (believes && (!present || doc->expires_at < server_at(client.belief_deadline()))) {
+    throw Violation(
+        fmt::format("c{} counts its lease on '{}' valid until {} but the server's {}", client.id(), lock->program,
+                    fmt_time(client.belief_deadline()),
+                    present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now) : std::string("is gone")));
+  }
+}
+
+// Liveness: an attempt on `name` that began at `started` (local time) and found every slot held, without an
+// error: no dead holder's lock of the name may have been free for takeover (expired + grace, on the
+// server's clock, and the attempt's clock estimate at most a round trip off) when it began.
+void World::attempt_held(const Client& client, const std::string& name, LocalTime started) {
+  for (const auto& dead : m_clients) {
+    if (!dead->dead() || !dead->lock() || dead->lock()->name != name) continue;
+    const auto doc = m_server.find(dead->lock()->program);
+    if (!doc || doc->id != dead->lock()->id) continue;
+    const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1);
+    if (started < free_at) continue;
+    throw Violation(fmt::format("c{}'s attempt at {} found '{}' held, but its holder c{} is dead and its lock was free "
+                                "for takeover since {}",
+                                client.id(), fmt_time(started), doc->program, dead->id(), fmt_time(free_at)));
+  }
+}
+
+} // namespace sim

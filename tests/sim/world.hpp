@@ -1,0 +1,154 @@
+// The simulated world of one schedule: virtual time (LeaseClock's TimeSource), one in-memory server
+// (MemoryStore, MongoDB's or FerretDB v1's write semantics), N clients running the real protocol code
+// (Locker, LeaseBook) as step-driven state machines, server operations in flight, and chaos (kills,
+// pauses, `break`, outages). One thread, one seeded random generator: a seed replays a schedule exactly.
+#pragma once
+
+#include <mongolock/clock.hpp>
+#include <mongolock/lease.hpp>
+#include <mongolock/memory_store.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sim {
+
+using mongolock::LocalTime;
+using mongolock::Millis;
+using mongolock::ServerTime;
+
+// A planted bug the simulator must catch (tests/sim/CMakeLists.txt: one ctest case each).
+enum class Plant {
+  none,
+  name_selector, // releases and renewals select the lock by name only (no _id, no token)
+  no_grace,      // takeovers ignore the takeover grace
+  late_reply,    // the heartbeat counts a renewal reply that arrived after the renew deadline
+  rollback,      // waiters set `waiters` on the holder's document (0.2.0): on FerretDB it can undo a renewal
+  late_spawn,    // the job is started even when the first acquisition's renew deadline has passed
+};
+[[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
+[[nodiscard]] const char* plant_name(Plant plant);
+
+// xoshiro256** seeded by splitmix64: the same seed gives the same schedule on every platform.
+class Rng {
+public:
+  explicit Rng(std::uint64_t seed);
+  std::uint64_t next();
+  int range(int lo, int hi); // uniform in [lo, hi]
+  Millis millis(Millis lo, Millis hi);
+  bool chance(double p);
+
+private:
+  std::uint64_t m_s[4];
+};
+
+// What one schedule looks like, drawn from its seed (World::World).
+struct Config {
+  mongolock::WriteSemantics semantics = mongolock::WriteSemantics::mongodb;
+  int clients = 3;
+  std::vector<std::string> names;
+  std::map<std::string, int> slots;
+  bool fence = false;
+  mongolock::LeaseTiming timing{};
+  Millis grace{2000};
+  Millis horizon{60'000}; // virtual time the schedule runs
+  Millis max_rtt{20};     // a client's round trip; its clock estimate is off by at most half of it
+  double p_fail = 0;      // a call fails before it reaches the server
+  double p_lost = 0;      // a reply is lost after the write applied
+  double p_delay = 0;     // a request is delayed (FerretDB: between its read and its write-back)
+  Millis chaos_every{0};  // mean time between chaos events (kill, pause, break, outage); 0: none
+  Plant plant = Plant::none;
+};
+
+// An invariant failed: unwinds the whole schedule (World::run catches it).
+struct Violation : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The client was killed while in a call: unwinds its step (Client::step catches it).
+struct Killed {};
+
+class Client;
+
+class World final : public mongolock::TimeSource {
+public:
+  // `edge`: only schedules at the edge of the accepted timings (draw_timing() in world.cpp).
+  World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge = false);
+  ~World() override;
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  // Runs the schedule to its horizon. Returns "" when every invariant held, else the violation.
+  std::string run();
+
+  // --- time and scheduling -----------------------------------------------------------------------
+  [[nodiscard]] LocalTime now() noexcept override { return m_now; }
+  // The server's own clock now (the truth the invariants use).
+  [[nodiscard]] ServerTime server_now() const { return m_truth.at(m_now); }
+  [[nodiscard]] ServerTime server_at(LocalTime t) const { return m_truth.at(t); }
+  // Runs every due event (other clients' steps, server operations, chaos) until `until`, then sets the
+  // time to `until`. Called from inside a client's call: that client (busy) takes no step meanwhile.
+  void run_until(LocalTime until);
+  // A server-side operation applied at `at`, whoever waits for it (the client may have given up).
+  void at(LocalTime when, std::function<void()> op);
+
+  [[nodiscard]] Rng& rng() { return m_rng; }
+  [[nodiscard]] const Config& config() const { return m_config; }
+  [[nodiscard]] mongolock::MemoryStore& server() { return m_server; }
+  [[nodiscard]] bool outage() const { return m_now < m_outage_until; }
+  [[nodiscard]] LocalTime outage_end() const { return m_outage_until; }
+
+  // --- what the invariants need --------------------------------------------------------------------
+  void note(std::string line); // the trace (last ~50 lines, printed on a failure; all with keep_trace())
+  void keep_trace() { m_keep_trace = true; }
+  [[nodiscard]] std::string trace() const;
+  // Called by a client that starts its job under `lock`: its fencing token (names with one slot) must be
+  // higher than every token a job of the name started with before.
+  void job_started(const mongolock::LockRecord& lock);
+  // Client `client`'s attempt on `name`, begun at `started`, found every slot held (liveness check).
+  void attempt_held(const Client& client, const std::string& name, LocalTime started);
+  // A purge of `removed` (selected by expired_by) took place now.
+  void purged(const mongolock::LockRecord& removed);
+  [[nodiscard]] bool broken(const std::string& id) const { return m_broken.count(id) != 0; }
+  void count(const char* what) { ++m_counts[what]; }
+  [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
+
+private:
+  static Config draw_config(Rng& rng, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge);
+  void chaos();
+  void check_invariants();
+  void check_client(const Client& client, std::map<std::string, int>& jobs, std::map<std::string, int>& believers);
+  [[nodiscard]] std::string fmt_time(LocalTime t) const;
+
+  Rng m_rng;
+  Config m_config;
+  LocalTime m_start;
+  LocalTime m_now;
+  mongolock::ServerClock m_truth; // the server's own clock on virtual time
+  mongolock::MemoryStore m_server;
+  TimeSource* m_previous_source = nullptr;
+  std::vector<std::unique_ptr<Client>> m_clients;
+  struct Op {
+    LocalTime when;
+    std::uint64_t seq;
+    std::function<void()> run;
+  };
+  std::vector<Op> m_ops;
+  std::uint64_t m_op_seq = 0;
+  LocalTime m_chaos_at = LocalTime::max();
+  LocalTime m_outage_until{};
+  std::set<std::string> m_broken; // _id of lock documents removed by `break`
+  std::map<std::string, std::int64_t> m_last_fence;
+  std::deque<std::string> m_trace;
+  std::map<std::string, long> m_counts;
+  long m_steps = 0;
+  bool m_keep_trace = false;
+};
+
+} // namespace sim
