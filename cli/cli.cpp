@@ -432,6 +432,8 @@ void define_reports(Cli& c) {
   c.history_cmd->add_option("NAME", c.history.name, "Lock name (default: every name)");
   add_option(c.history_cmd, "--limit", c.history.limit, "Show at most N runs")->capture_default_str()->type_name("N");
   add_option(c.history_cmd, "--since", c.history_since, "Only runs that ended within DUR before now")->type_name("DUR");
+  add_flag(c.history_cmd, "--skipped", c.history.skipped,
+           "List every skipped attempt on its own line (default: folded into the run that held the lock)");
   add_flag(c.history_cmd, "--json", c.history.json, "Print JSON");
 
   c.check_cmd = c.app.add_subcommand(

@@ -42,10 +42,11 @@ AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take
 
 // Reports who holds the lock that was not acquired; `held_by` (when given) gets the first holder's host:pid.
 int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log,
-                std::string* held_by) {
+                std::string* held_by, std::string* held_lock) {
   // The holders the attempt read (no second round trip); read them when it did not (e.g. a --wait).
   const auto holders = outcome.holders.empty() ? locker.holders(outcome.held) : outcome.holders;
   if (held_by != nullptr && !holders.empty()) *held_by = holders.front().process;
+  if (held_lock != nullptr && !holders.empty()) *held_lock = holders.front().id;
   if (holders.empty()) {
     // The holder released between our attempt and this read; the name was held when we tried.
     log.info(fmt::format("lock '{}' is held (its holder released it just now; try again)", outcome.held));

@@ -23,9 +23,10 @@ void validate_take(const TakeOptions& take);
                                           std::string process, Millis ttl);
 
 // Reports who holds the lock that was not acquired (one line: the holder, or every slot's); `held_by`
-// (when given) gets the first holder's host:pid. Returns global.conflict_exit_code (75 unless -E).
+// (when given) gets the first holder's host:pid, `held_lock` (when given) the _id of its lock document.
+// Returns global.conflict_exit_code (75 unless -E).
 int report_held(const GlobalOptions& global, Locker& locker, const AcquireOutcome& outcome, const Log& log,
-                std::string* held_by = nullptr);
+                std::string* held_by = nullptr, std::string* held_lock = nullptr);
 
 // Sleeps `pause` between attempts of --wait, waking early when a forwarded signal arrives (it is raised
 // again, stays pending while blocked, and is handled after the wait). Returns false on a signal.

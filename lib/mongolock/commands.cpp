@@ -17,6 +17,7 @@
 #include <syslog.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
 namespace mongolock {
 
@@ -201,7 +202,7 @@ int status_command(const GlobalOptions& global, const StatusOptions& options, Lo
   const auto locks = views(locker, locker.holders(options.name));
   const auto now = store.clock().now();
   const auto waiters = live_waiters(store.tickets({options.name}), now);
-  const auto runs = store.runs(options.name, std::nullopt, 1);
+  const auto runs = store.runs_of_kind(options.name, std::nullopt, 1, RunKind::executed);
   const auto last_run = runs.empty() ? std::nullopt : std::optional<RunRecord>(runs.front());
   fmt::print("{}", options.json ? status_json(options.name, locks, waiters, last_run)
                                 : status_text(options.name, locks, waiters, now, last_run));
@@ -227,12 +228,13 @@ int list_command(const GlobalOptions& global, const ListOptions& options, Log& l
   std::stable_sort(tickets.begin(), tickets.end(),
                    [](const TicketRecord& a, const TicketRecord& b) { return a.name < b.name; });
   const auto waiters = live_waiters(tickets, now);
+  // Every held name's last run in one find (the "<collection>_lastrun" documents): 3 commands in all.
+  std::set<std::string> held;
+  for (const auto& view : locks)
+    held.insert(view.lock.name);
   LastRuns last_runs;
-  for (const auto& view : locks) {
-    if (last_runs.contains(view.lock.name)) continue;
-    auto runs = store.runs(view.lock.name, std::nullopt, 1);
-    if (!runs.empty()) last_runs.emplace(view.lock.name, std::move(runs.front()));
-  }
+  for (auto& run : store.last_runs({held.begin(), held.end()}))
+    last_runs.emplace(run.name, std::move(run));
   fmt::print("{}", options.json ? list_json(locks, waiters, last_runs) : list_text(locks, waiters, now, last_runs));
   return k_exit_ok;
 }
@@ -325,6 +327,26 @@ int doctor_command(const GlobalOptions& global, Log& log) {
   return k_exit_ok;
 }
 
+namespace {
+
+// The rows `history` prints: every record one by one (--skipped), or the executed runs with the skipped
+// attempts folded in (two finds: the runs, then the attempts since the oldest of them started).
+std::vector<HistoryRow> history_rows(LockStore& store, const HistoryOptions& options, std::optional<ServerTime> since) {
+  if (options.skipped) return one_row_each(store.runs_of_kind(options.name, since, options.limit, RunKind::all));
+  const auto executed = store.runs_of_kind(options.name, since, options.limit, RunKind::executed);
+  // When the limit cut the executed runs, attempts older than the oldest listed run's start belong to runs
+  // not listed: not read.
+  auto attempts_since = since;
+  if (std::cmp_equal(executed.size(), options.limit)) {
+    const auto& oldest = executed.back();
+    attempts_since = std::max(since.value_or(ServerTime{}), oldest.started_at.value_or(oldest.ended_at));
+  }
+  const auto attempts = store.runs_of_kind(options.name, attempts_since, k_max_history_keep, RunKind::attempts);
+  return fold_history(executed, attempts, static_cast<std::size_t>(options.limit));
+}
+
+} // namespace
+
 int history_command(const GlobalOptions& global, const HistoryOptions& options, Log& log) {
   if (options.name) validate_lock_name(*options.name);
   if (options.limit < 1 || options.limit > k_max_history_keep) {
@@ -333,8 +355,8 @@ int history_command(const GlobalOptions& global, const HistoryOptions& options, 
   MongoStore store(global.store, log);
   const auto now = store.clock().now();
   const auto since = options.since ? std::optional<ServerTime>(now - *options.since) : std::nullopt;
-  const auto runs = store.runs(options.name, since, options.limit);
-  fmt::print("{}", options.json ? history_json(runs) : history_text(runs, options.name, now));
+  const auto rows = history_rows(store, options, since);
+  fmt::print("{}", options.json ? history_json(rows) : history_text(rows, options.name, now));
   return k_exit_ok;
 }
 
@@ -356,7 +378,8 @@ int check_command(const GlobalOptions& global, const CheckOptions& options, Log&
     MongoStore store(global.store, log);
     const auto now = store.clock().now();
     for (const auto& name : options.names)
-      checks.push_back(check_name(name, store.runs(name, std::nullopt, k_check_runs_read), now, policy));
+      checks.push_back(
+          check_name(name, store.runs_of_kind(name, std::nullopt, k_check_runs_read, RunKind::executed), now, policy));
   } catch (const Error& e) {
     if (e.exit_code() != k_exit_unavailable) throw;
     if (options.json) {

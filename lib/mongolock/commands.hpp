@@ -87,6 +87,8 @@ struct HistoryOptions {
   std::optional<std::string> name; // only this lock name's runs; every name when unset
   std::int64_t limit = 20;         // --limit N: at most this many runs, newest first (1..k_max_history_keep)
   std::optional<Millis> since;     // --since DUR: only runs that ended within DUR before now
+  bool skipped = false;            // --skipped: every skipped and not-due attempt on its own line, instead
+                                   // of folded into the run that held the lock (history.hpp: fold_history())
   bool json = false;
 };
 

@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
+#include <set>
+#include <utility>
 
 namespace mongolock {
 
@@ -93,9 +96,108 @@ std::vector<std::string> recorded_command(const std::vector<std::string>& argv, 
   return out;
 }
 
+bool is_attempt(std::string_view outcome) {
+  return outcome == outcome_name(Outcome::skipped) || outcome == outcome_name(Outcome::not_due);
+}
+
+namespace {
+
+// Adds `attempt`'s host to `fold` (`seen`: the hosts counted so far).
+void add_skip(SkipFold& fold, std::set<std::string>& seen, const RunRecord& attempt) {
+  ++fold.count;
+  if (seen.insert(attempt.host).second) ++fold.hosts;
+}
+
+// The fold's sample of host names: the first k_skip_host_sample of `seen` (sorted).
+void sample_hosts(SkipFold& fold, const std::set<std::string>& seen) {
+  fold.names.clear();
+  for (const auto& host : seen) {
+    if (fold.names.size() == k_skip_host_sample) break;
+    fold.names.push_back(host);
+  }
+}
+
+// An executed run's record gets the skipped attempts that named its lock, as stored now (one find for all
+// of `runs`). A failure only leaves the counts at 0 (history then counts the attempts still stored).
+void count_skips(LockStore& store, std::vector<RunRecord>& runs, const Log& log) {
+  std::vector<std::string> locks;
+  for (const auto& run : runs) {
+    if (!run.lock.empty() && !is_attempt(run.outcome)) locks.push_back(run.lock);
+  }
+  if (locks.empty()) return;
+  try {
+    const auto skips = store.skips_of(locks, k_max_history_keep);
+    for (auto& run : runs) {
+      if (run.lock.empty() || is_attempt(run.outcome)) continue;
+      SkipFold fold;
+      std::set<std::string> seen;
+      for (const auto& skip : skips) {
+        if (skip.held_lock == run.lock && skip.name == run.name) add_skip(fold, seen, skip);
+      }
+      sample_hosts(fold, seen);
+      run.skips = fold.count;
+      run.skip_hosts = fold.hosts;
+      run.skipped_on = fold.names;
+    }
+  } catch (const Error& e) {
+    log.debugf("the skipped attempts of the run were not counted ({})", e.what());
+  }
+}
+
+// Before a purge may delete attempts of `name`: the executed runs they name get the count of every
+// attempt still stored, when higher than the one they stored (attempts written after the holder counted).
+// Three commands: the attempts, the runs, one update (only of the runs whose count grows).
+void close_runs(LockStore& store, const std::string& name) {
+  const auto attempts = store.runs_of_kind(name, std::nullopt, k_max_history_keep, RunKind::attempts);
+  std::map<std::string, std::pair<SkipFold, std::set<std::string>>> by_lock;
+  for (const auto& attempt : attempts) {
+    if (attempt.outcome != outcome_name(Outcome::skipped) || attempt.held_lock.empty()) continue;
+    auto& [fold, seen] = by_lock[attempt.held_lock];
+    add_skip(fold, seen, attempt);
+  }
+  std::vector<std::string> locks;
+  for (const auto& entry : by_lock)
+    locks.push_back(entry.first);
+  std::vector<RunRecord> grown;
+  std::vector<std::int64_t> was;
+  for (auto run : store.runs_holding(name, locks)) {
+    auto& [fold, seen] = by_lock[run.lock];
+    if (fold.count <= run.skips) continue;
+    was.push_back(run.skips);
+    for (const auto& host : run.skipped_on)
+      seen.insert(host);
+    sample_hosts(fold, seen);
+    run.skips = fold.count;
+    run.skip_hosts = std::max({fold.hosts, run.skip_hosts, static_cast<std::int64_t>(seen.size())});
+    run.skipped_on = fold.names;
+    grown.push_back(std::move(run));
+  }
+  if (!grown.empty()) store.update_skips(grown, was);
+}
+
+void purge(LockStore& store, const std::vector<RunRecord>& runs, const HistoryPolicy& policy, ServerTime now,
+           const Log& log) {
+  try {
+    std::int64_t deleted = 0;
+    for (const auto& run : runs) {
+      close_runs(store, run.name);
+      deleted += store.purge_runs(run.name, policy.keep, now - policy.max_age);
+    }
+    log.debugf("purged {} old run(s) from the history (keeping {} executed runs and {} skipped or not-due "
+               "attempts per name, none older than {})",
+               deleted, policy.keep, policy.keep, format_duration(policy.max_age));
+  } catch (const Error& e) {
+    log.warning(fmt::format("old runs were not purged from the history ({}); a later run tries again", e.what()));
+  }
+}
+
+} // namespace
+
 void record_runs(LockStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log) {
   if (!policy.enabled || runs.empty()) return;
+  const bool executed = !is_attempt(runs.front().outcome);
+  if (executed) count_skips(store, runs, log);
   try {
     store.insert_runs(runs);
     log.debugf("recorded the run in the history of '{}' ({})", runs.front().name, runs.front().outcome);
@@ -103,27 +205,92 @@ void record_runs(LockStore& store, std::vector<RunRecord> runs, const HistoryPol
     log.warning(fmt::format("the run was not recorded in the history ({}); its exit status is unchanged", e.what()));
     return;
   }
-  if (!one_in(policy.purge_every)) return;
+  // An attempt stops here: a skipped run of a fleet costs the server one write for the history, no purge.
+  if (!executed) return;
   try {
-    std::int64_t deleted = 0;
-    for (const auto& run : runs)
-      deleted += store.purge_runs(run.name, policy.keep, now - policy.max_age);
-    log.debugf("purged {} old run(s) from the history (keeping {} per name, none older than {})", deleted, policy.keep,
-               format_duration(policy.max_age));
+    store.record_last_runs(runs);
   } catch (const Error& e) {
-    log.warning(fmt::format("old runs were not purged from the history ({}); a later run tries again", e.what()));
+    log.debugf("the run was not recorded as its names' last run ({})", e.what());
   }
+  if (one_in(policy.purge_every)) purge(store, runs, policy, now, log);
 }
 
-HistorySummary summarize(const std::vector<RunRecord>& runs) {
+std::vector<HistoryRow> fold_history(const std::vector<RunRecord>& executed, const std::vector<RunRecord>& attempts,
+                                     std::size_t limit) {
+  // Executed runs by (name, lock), so that each attempt finds the run that held the lock it met.
+  std::map<std::pair<std::string, std::string>, std::size_t> by_lock;
+  std::vector<HistoryRow> rows;
+  std::vector<std::set<std::string>> seen;
+  for (const auto& run : executed) {
+    if (!run.lock.empty()) by_lock.emplace(std::pair{run.name, run.lock}, rows.size());
+    rows.push_back(HistoryRow{.run = run, .skips = {}});
+    seen.emplace_back();
+  }
+  // Groups of attempts whose run is not listed: one per (name, holder), the newest attempt first.
+  std::map<std::pair<std::string, std::string>, std::size_t> by_holder;
+  for (const auto& attempt : attempts) {
+    if (attempt.outcome != outcome_name(Outcome::skipped)) {
+      rows.push_back(HistoryRow{.run = attempt, .skips = {}});
+      seen.emplace_back();
+      continue;
+    }
+    if (const auto run = by_lock.find({attempt.name, attempt.held_lock});
+        !attempt.held_lock.empty() && run != by_lock.end()) {
+      add_skip(rows[run->second].skips, seen[run->second], attempt);
+      continue;
+    }
+    const auto key = std::pair{attempt.name, attempt.held_lock.empty() ? "by " + attempt.held_by : attempt.held_lock};
+    auto group = by_holder.find(key);
+    if (group == by_holder.end()) {
+      group = by_holder.emplace(key, rows.size()).first;
+      rows.push_back(HistoryRow{.run = attempt, .skips = {}});
+      seen.emplace_back();
+    } else if (attempt.ended_at > rows[group->second].run.ended_at) {
+      rows[group->second].run = attempt;
+    }
+    add_skip(rows[group->second].skips, seen[group->second], attempt);
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto& row = rows[i];
+    // The run's own count (taken when it ended) covers attempts purged since; the stored attempts cover
+    // those written after it counted. Hosts: the sample it kept and those seen now.
+    for (const auto& host : row.run.skipped_on)
+      seen[i].insert(host);
+    row.skips.count = std::max(row.skips.count, row.run.skips);
+    row.skips.hosts = std::max({row.skips.hosts, row.run.skip_hosts, static_cast<std::int64_t>(seen[i].size())});
+    sample_hosts(row.skips, seen[i]);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const HistoryRow& a, const HistoryRow& b) {
+    return a.run.ended_at != b.run.ended_at ? a.run.ended_at > b.run.ended_at : a.run.id > b.run.id;
+  });
+  if (rows.size() > limit) rows.resize(limit);
+  return rows;
+}
+
+std::vector<HistoryRow> one_row_each(const std::vector<RunRecord>& runs) {
+  std::vector<HistoryRow> rows;
+  rows.reserve(runs.size());
+  for (const auto& run : runs)
+    rows.push_back(HistoryRow{.run = run, .skips = {}});
+  return rows;
+}
+
+HistorySummary summarize(const std::vector<HistoryRow>& rows) {
   HistorySummary summary;
   std::vector<Millis> durations;
-  for (const auto& run : runs) {
+  for (const auto& row : rows) {
+    const auto& run = row.run;
+    if (run.outcome == outcome_name(Outcome::skipped)) {
+      const auto count = std::max<std::int64_t>(row.skips.count, 1); // a group counts its attempts
+      summary.runs += count;
+      summary.skipped += count;
+      continue;
+    }
     ++summary.runs;
+    summary.runs += row.skips.count;
+    summary.skipped += row.skips.count;
     if (run.outcome == outcome_name(Outcome::ok)) {
       ++summary.ok;
-    } else if (run.outcome == outcome_name(Outcome::skipped)) {
-      ++summary.skipped;
     } else if (run.outcome == outcome_name(Outcome::not_due)) {
       ++summary.not_due;
     } else if (run.outcome == outcome_name(Outcome::replaced)) {
@@ -140,6 +307,48 @@ HistorySummary summarize(const std::vector<RunRecord>& runs) {
       durations.size() % 2 == 1 ? durations[middle] : (durations[middle - 1] + durations[middle]) / 2;
   summary.max_duration = durations.back();
   return summary;
+}
+
+// --- LockStore's defaults for stores that do not filter the history on the server (lock_store.hpp) ----
+
+std::vector<RunRecord> LockStore::runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since,
+                                               std::int64_t limit, RunKind kind) {
+  if (kind == RunKind::all) return runs(name, since, limit);
+  auto out = runs(name, since, k_max_history_keep);
+  std::erase_if(out, [kind](const RunRecord& run) { return is_attempt(run.outcome) != (kind == RunKind::attempts); });
+  if (std::cmp_greater(out.size(), limit)) out.resize(static_cast<std::size_t>(std::max<std::int64_t>(limit, 1)));
+  return out;
+}
+
+std::vector<RunRecord> LockStore::skips_of(const std::vector<std::string>& locks, std::int64_t limit) {
+  std::vector<RunRecord> out;
+  if (locks.empty()) return out;
+  for (auto& run : runs_of_kind(std::nullopt, std::nullopt, k_max_history_keep, RunKind::attempts)) {
+    if (std::cmp_greater_equal(out.size(), limit)) break;
+    if (std::find(locks.begin(), locks.end(), run.held_lock) != locks.end()) out.push_back(std::move(run));
+  }
+  return out;
+}
+
+std::vector<RunRecord> LockStore::runs_holding(std::string_view name, const std::vector<std::string>& locks) {
+  auto out = runs_of_kind(name, std::nullopt, k_max_history_keep, RunKind::executed);
+  std::erase_if(out, [&locks](const RunRecord& run) {
+    return run.lock.empty() || std::find(locks.begin(), locks.end(), run.lock) == locks.end();
+  });
+  return out;
+}
+
+void LockStore::update_skips(const std::vector<RunRecord>& /*runs*/, const std::vector<std::int64_t>& /*was*/) {}
+
+void LockStore::record_last_runs(const std::vector<RunRecord>& /*runs*/) {}
+
+std::vector<RunRecord> LockStore::last_runs(const std::vector<std::string>& names) {
+  std::vector<RunRecord> out;
+  for (const auto& name : names) {
+    auto runs = runs_of_kind(name, std::nullopt, 1, RunKind::executed);
+    if (!runs.empty()) out.push_back(std::move(runs.front()));
+  }
+  return out;
 }
 
 } // namespace mongolock

@@ -6,6 +6,8 @@
 #include <mongolock/lock_store.hpp>
 #include <mongolock/log.hpp>
 
+#include <cstddef>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -55,16 +57,56 @@ void validate_history_policy(const HistoryPolicy& policy);
 [[nodiscard]] std::vector<std::string> recorded_command(const std::vector<std::string>& argv,
                                                         std::string_view configured_uri);
 
-// Stores `runs` (one record per lock name of one run) with one insert; on about one call in
-// policy.purge_every (chosen at random) then purges each name's runs beyond policy.keep and every run older
-// than policy.max_age (at `now`, server clock). Nothing happens when the policy is disabled or `runs` is
-// empty. Never throws: a failure is one warning line on `log` (the run's exit status does not change).
+// True for the outcomes of attempts that did not run the command (skipped, not-due): bounded apart from
+// the executed runs, folded into the run that held the lock by `history`.
+[[nodiscard]] bool is_attempt(std::string_view outcome);
+
+// How many hosts' names an executed run keeps of the attempts skipped while it held the lock.
+inline constexpr std::size_t k_skip_host_sample = 5;
+
+// Stores `runs` (one record per lock name of one run) with one insert. An executed run (not an attempt)
+// first reads the skipped attempts that named its lock (LockStore::skips_of(), one find) and keeps their
+// count and hosts in its record (skips, skip_hosts, skipped_on), then records itself as its names' last run
+// (LockStore::record_last_runs(), one update), and on about one call in policy.purge_every (chosen at
+// random) purges each name's executed runs beyond policy.keep, its attempts beyond policy.keep (bounded
+// apart, so that skips never push an executed run out) and every run older than policy.max_age (at `now`,
+// server clock). An attempt only inserts (a skipped run: 2 writes in all, the refused lock insert and this).
+// Nothing happens when the policy is disabled or `runs` is empty. Never throws: a failure is one warning
+// line on `log` (the run's exit status does not change).
 void record_runs(LockStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log);
 
+// The skipped attempts folded into one line of `history`: those that named one run's lock (held_lock), or,
+// for attempts whose holder has no executed run listed, those that named one holder.
+struct SkipFold {
+  std::int64_t count = 0;         // attempts
+  std::int64_t hosts = 0;         // distinct hosts they came from
+  std::vector<std::string> names; // up to k_skip_host_sample of those hosts, sorted
+};
+
+// One line of `history` by default: an executed run with the attempts skipped while it held the lock, or
+// a group of skipped attempts whose holder's run is not listed (`run` is the newest of them), or one
+// not-due attempt.
+struct HistoryRow {
+  RunRecord run;
+  SkipFold skips;
+};
+
+// The default view of `history` from `executed` (newest first, as LockStore::runs_of_kind() returns them)
+// and the `attempts` read beside them: each skipped attempt is folded into the executed run whose `lock`
+// is its held_lock (the count is the larger of the run's stored `skips` and the attempts still stored:
+// attempts written after the holder counted, or purged since), else into a group of its holder
+// (held_lock, or held_by when older versions wrote none); not-due attempts stay one row each. Newest
+// (ended_at) first, at most `limit` rows.
+[[nodiscard]] std::vector<HistoryRow> fold_history(const std::vector<RunRecord>& executed,
+                                                   const std::vector<RunRecord>& attempts, std::size_t limit);
+
+// Every record as its own row (history --skipped): no folding.
+[[nodiscard]] std::vector<HistoryRow> one_row_each(const std::vector<RunRecord>& runs);
+
 // The summary line of `history`: counts by outcome and the durations of the runs whose command ran.
 struct HistorySummary {
-  std::int64_t runs = 0;
+  std::int64_t runs = 0; // executed runs and attempts (folded skips included)
   std::int64_t ok = 0;
   std::int64_t failures = 0; // failed, timeout, lease-lost, not-executable (and outcomes this version does not know)
   std::int64_t skipped = 0;
@@ -74,6 +116,7 @@ struct HistorySummary {
   std::optional<Millis> max_duration;
 };
 
-[[nodiscard]] HistorySummary summarize(const std::vector<RunRecord>& runs);
+// Counts every row's run and its folded skips (a row of 198 folded skips counts 198 skipped runs).
+[[nodiscard]] HistorySummary summarize(const std::vector<HistoryRow>& rows);
 
 } // namespace mongolock

@@ -96,8 +96,21 @@ struct RunRecord {
   int exit_code = 0;                    // [exit_code] mongolock's exit status for this run
   std::string signal;                   // [signal] the signal that ended the command, e.g. "TERM"; "" when none
   std::string held_by; // [held_by] skipped: the holder that kept the lock; replaced: the replacing run; "<host>:<pid>"
-  std::optional<std::int64_t> fence; // [fence] the fencing token the run held, with --fence
+  std::optional<std::int64_t> fence;   // [fence] the fencing token the run held, with --fence
+  std::string lock;                    // [lock] executed: the _id of the lock document the run held (of its
+                                       // first slot); "" when unknown (older versions, not executed)
+  std::string held_lock;               // [held_lock] skipped: the _id of the holder's lock document; the run
+                                       // whose `lock` it is held the lock (history folds the skip into it)
+  std::int64_t skips = 0;              // [skips] executed: skipped attempts that named this run's lock, as
+                                       // counted when it ended (history.hpp: SkipFold)
+  std::int64_t skip_hosts = 0;         // [skip_hosts] executed: how many hosts those attempts came from
+  std::vector<std::string> skipped_on; // [skipped_on] executed: up to k_skip_host_sample of those hosts
 };
+
+// Which runs a read of the history returns: every record, only the runs whose command was due (executed:
+// ok, failed, timeout, lease-lost, not-executable and outcomes this version does not know) or only the
+// attempts that did not run it (skipped, not-due).
+enum class RunKind { all, executed, attempts };
 
 // A wake-up event: lock `name` was released (deleted, broken, or released into its minimum hold).
 struct WakeEvent {
@@ -270,6 +283,34 @@ public:
   // first (by ended_at, then _id), at most `limit` (>= 1). Empty when the collection does not exist.
   [[nodiscard]] virtual std::vector<RunRecord> runs(std::optional<std::string_view> name,
                                                     std::optional<ServerTime> since, std::int64_t limit) = 0;
+
+  // As runs(), only the records of `kind` (RunKind::all: the same). The default filters runs() on the client
+  // (stores that do not filter on the server); MongoStore filters on the server.
+  [[nodiscard]] virtual std::vector<RunRecord>
+  runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since, std::int64_t limit, RunKind kind);
+
+  // The skipped attempts that name one of `locks` (lock document _ids) as held_lock, any order, at most
+  // `limit`; only name, host, held_lock and ended_at are read. One find. Empty when `locks` is empty.
+  [[nodiscard]] virtual std::vector<RunRecord> skips_of(const std::vector<std::string>& locks, std::int64_t limit);
+
+  // The executed runs of `name` whose `lock` is one of `locks`, any order; only _id, name, lock, skips,
+  // skip_hosts and skipped_on are read. One find. Empty when `locks` is empty.
+  [[nodiscard]] virtual std::vector<RunRecord> runs_holding(std::string_view name,
+                                                            const std::vector<std::string>& locks);
+
+  // Sets skips, skip_hosts and skipped_on of each of `runs` (by _id) to its values, each only while its
+  // stored skips is still `was[i]` (0: also when absent): a compare-and-set, so that two purges counting at
+  // once never lower a count. One update command. The default does nothing.
+  virtual void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was);
+
+  // Stores `runs` (executed runs) as their names' last run in "<collection>_lastrun", each only if it
+  // ended after the one stored (a newer one stays; a lost race between two runs of one name is not an
+  // error). One update command. The default does nothing.
+  virtual void record_last_runs(const std::vector<RunRecord>& runs);
+
+  // The last runs stored by record_last_runs() of `names` (those that have one), in one find. The
+  // default reads runs_of_kind(name, executed, 1) per name.
+  [[nodiscard]] virtual std::vector<RunRecord> last_runs(const std::vector<std::string>& names);
 
   // Deletes every run (of any name) that ended before `ended_before`, then the runs of `name` beyond its
   // `keep` newest (keep >= 1). The first call creates the index on (name, ended_at) (createIndexes). Returns the

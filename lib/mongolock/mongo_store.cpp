@@ -95,7 +95,7 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
 // take for stale.
 void remove_own_driver_counters() {
   const auto path = fmt::format("/dev/shm/mongoc-{}", getpid());
-  struct stat st {};
+  struct stat st{};
   if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return;
   FILE* maps = std::fopen("/proc/self/maps", "re");
   if (maps == nullptr) return;
@@ -140,6 +140,10 @@ bool parse_oid(std::string_view hex, bson_oid_t& oid) {
 }
 
 // Appends `_id: ObjectId(id)`; ids not written by mongolock (not ObjectIds) are matched as strings.
+// batchSize of a find whose every document should come in its first reply (the reply's 16 MiB bound
+// still applies: beyond it the driver sends getMores).
+constexpr std::int64_t k_one_reply = 100'000;
+
 void append_id(bson_t* doc, std::string_view id) {
   bson_oid_t oid;
   if (parse_oid(id, oid)) {
@@ -504,11 +508,12 @@ struct MongoStore::Impl {
   StreamFactory streams;      // mongoc_client_set_stream_initiator()'s user data
   ClientPtr client;
   CollectionPtr collection;
-  CollectionPtr fences; // "<collection>_fences", opened on first use
-  CollectionPtr queue;  // "<collection>_queue", opened on first use (queue of waiters)
-  CollectionPtr events; // "<database>_events.<collection>_events", opened on first use (wake-ups of waiters)
-  CollectionPtr runs;   // "<collection>_runs", opened on first use (run history)
-  Bson write_opts;      // {writeConcern: {w: "majority", j: true, wtimeout}}
+  CollectionPtr fences;    // "<collection>_fences", opened on first use
+  CollectionPtr queue;     // "<collection>_queue", opened on first use (queue of waiters)
+  CollectionPtr events;    // "<database>_events.<collection>_events", opened on first use (wake-ups of waiters)
+  CollectionPtr runs;      // "<collection>_runs", opened on first use (run history)
+  CollectionPtr last_runs; // "<collection>_lastrun", opened on first use (each name's last executed run)
+  Bson write_opts;         // {writeConcern: {w: "majority", j: true, wtimeout}}
   std::optional<ServerClock> clock;
   std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
   Millis connect_limit{0};           // the current client's connectTimeoutMS = serverSelectionTimeoutMS
@@ -524,6 +529,7 @@ struct MongoStore::Impl {
     queue.reset();
     events.reset();
     runs.reset();
+    last_runs.reset();
     // endSessions only to a server that answered the last call: after a failure it could block the exit
     // for a whole socket timeout (a server that accepts connections and never answers).
     if (failed && client) mongoc_client_reset(client.get());
@@ -587,6 +593,14 @@ struct MongoStore::Impl {
   // The runs collection, opened on first use; with `ensure_index`, its index on (name, ended_at) is created
   // first (once per client).
   mongoc_collection_t* runs_collection(bool ensure_index = false);
+  // "<collection>_lastrun", opened on first use.
+  mongoc_collection_t* last_runs_collection();
+  // purge_runs(): deletes the runs of `kind` of `name` beyond its `keep` newest (a find, then a delete).
+  std::int64_t purge_beyond(mongoc_collection_t* from, std::string_view name, std::int64_t keep, RunKind kind);
+  // Every document of a find with `filter` and `opts` (sort, projection), at most `limit`, in one reply
+  // where they fit (batchSize = limit: no getMore). `what` names the read in the Error (69) thrown.
+  std::vector<RunRecord> read_runs(mongoc_collection_t* from, const bson_t* filter, bson_t* opts, std::int64_t limit,
+                                   const char* what);
   bool runs_indexed = false;
 
   // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
@@ -635,6 +649,7 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   queue.reset();
   events.reset();
   runs.reset();
+  last_runs.reset();
   queue_indexed = false;
   runs_indexed = false;
   collection.reset();
@@ -1059,6 +1074,8 @@ std::vector<LockRecord> MongoStore::list(std::optional<std::string_view> name) {
   BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "sort", &sort);
   BSON_APPEND_INT32(&sort, "program", 1);
   bson_append_document_end(opts.get(), &sort);
+  // Every lock in the first reply (up to 16 MiB of them): `list` is one find however many are held.
+  BSON_APPEND_INT64(opts.get(), "batchSize", k_one_reply);
   CursorPtr cursor(mongoc_collection_find_with_opts(impl.collection.get(), filter.get(), opts.get(), nullptr));
   std::vector<LockRecord> locks;
   const bson_t* doc = nullptr;
@@ -1219,6 +1236,7 @@ std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& na
   BSON_APPEND_INT32(&sort, "seq", 1);
   BSON_APPEND_INT32(&sort, "name", 1);
   bson_append_document_end(opts.get(), &sort);
+  BSON_APPEND_INT64(opts.get(), "batchSize", k_one_reply); // every ticket in the first reply
   CursorPtr cursor(mongoc_collection_find_with_opts(impl.queue_collection(), filter.get(), opts.get(), nullptr));
   std::vector<TicketRecord> out;
   const bson_t* doc = nullptr;
@@ -1233,17 +1251,32 @@ std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& na
 
 namespace {
 
-void to_bson(const RunRecord& run, bson_t* doc) {
-  append_id(doc, run.id);
+void append_string_array(bson_t* doc, const char* key, const std::vector<std::string>& values) {
+  bson_t array;
+  BSON_APPEND_ARRAY_BEGIN(doc, key, &array);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    append_string(&array, std::to_string(i).c_str(), values[i]);
+  bson_append_array_end(doc, &array);
+}
+
+std::vector<std::string> iter_strings(const bson_iter_t& it) {
+  std::vector<std::string> out;
+  bson_iter_t item;
+  if (BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &item)) {
+    while (bson_iter_next(&item))
+      out.push_back(iter_string(item));
+  }
+  return out;
+}
+
+// A run document; without `with_id`, no _id (the caller appends its own).
+void to_bson(const RunRecord& run, bson_t* doc, bool with_id = true) {
+  if (with_id) append_id(doc, run.id);
   append_string(doc, "name", run.name);
   append_string(doc, "process", run.process);
   append_string(doc, "host", run.host);
   append_string(doc, "user", run.user);
-  bson_t command;
-  BSON_APPEND_ARRAY_BEGIN(doc, "command", &command);
-  for (std::size_t i = 0; i < run.command.size(); ++i)
-    append_string(&command, std::to_string(i).c_str(), run.command[i]);
-  bson_append_array_end(doc, &command);
+  append_string_array(doc, "command", run.command);
   if (run.started_at) BSON_APPEND_DATE_TIME(doc, "started_at", to_bson_date(*run.started_at));
   BSON_APPEND_DATE_TIME(doc, "ended_at", to_bson_date(run.ended_at));
   if (run.duration) BSON_APPEND_INT64(doc, "duration_ms", run.duration->count());
@@ -1253,6 +1286,29 @@ void to_bson(const RunRecord& run, bson_t* doc) {
   if (!run.signal.empty()) append_string(doc, "signal", run.signal);
   if (!run.held_by.empty()) append_string(doc, "held_by", run.held_by);
   if (run.fence) BSON_APPEND_INT64(doc, "fence", *run.fence);
+  if (!run.lock.empty()) append_string(doc, "lock", run.lock);
+  if (!run.held_lock.empty()) append_string(doc, "held_lock", run.held_lock);
+  if (run.skips > 0) {
+    BSON_APPEND_INT64(doc, "skips", run.skips);
+    BSON_APPEND_INT64(doc, "skip_hosts", run.skip_hosts);
+    append_string_array(doc, "skipped_on", run.skipped_on);
+  }
+}
+
+// The fields that fold skipped attempts into runs (lock, held_lock, skips, skip_hosts, skipped_on), when
+// `key` is one of them.
+void read_fold_field(std::string_view key, const bson_iter_t& it, RunRecord& run) {
+  if (key == "skipped_on") {
+    run.skipped_on = iter_strings(it);
+  } else if (key == "lock") {
+    run.lock = iter_string(it);
+  } else if (key == "held_lock") {
+    run.held_lock = iter_string(it);
+  } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "skips") {
+    run.skips = std::max<std::int64_t>(bson_iter_as_int64(&it), 0);
+  } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "skip_hosts") {
+    run.skip_hosts = std::max<std::int64_t>(bson_iter_as_int64(&it), 0);
+  }
 }
 
 // Reads a run document; fields of unexpected types are left at their defaults (another client may have
@@ -1273,12 +1329,8 @@ RunRecord run_from_bson(const bson_t* doc) {
       run.host = iter_string(it);
     } else if (key == "user") {
       run.user = iter_string(it);
-    } else if (key == "command" && BSON_ITER_HOLDS_ARRAY(&it)) {
-      bson_iter_t arg;
-      if (bson_iter_recurse(&it, &arg)) {
-        while (bson_iter_next(&arg))
-          run.command.push_back(iter_string(arg));
-      }
+    } else if (key == "command") {
+      run.command = iter_strings(it);
     } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "started_at") {
       run.started_at = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "ended_at") {
@@ -1297,6 +1349,8 @@ RunRecord run_from_bson(const bson_t* doc) {
       run.held_by = iter_string(it);
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "fence") {
       run.fence = bson_iter_as_int64(&it);
+    } else {
+      read_fold_field(key, it, run);
     }
   }
   return run;
@@ -1363,21 +1417,196 @@ void MongoStore::insert_runs(std::vector<RunRecord>& records) {
 
 std::vector<RunRecord> MongoStore::runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
                                         std::int64_t limit) {
-  auto& impl = *m_impl;
-  impl.connect();
-  Bson filter;
-  if (name) append_string(filter.get(), "name", *name);
-  if (since) append_date_condition(filter.get(), "ended_at", "$gte", *since);
-  Bson opts;
-  append_newest_first(opts.get());
-  BSON_APPEND_INT64(opts.get(), "limit", std::max<std::int64_t>(limit, 1));
-  CursorPtr cursor(mongoc_collection_find_with_opts(impl.runs_collection(), filter.get(), opts.get(), nullptr));
+  return runs_of_kind(name, since, limit, RunKind::all);
+}
+
+namespace {
+
+const char* const k_attempt_outcomes[] = {"skipped", "not-due"}; // history.hpp: is_attempt()
+
+// {outcome: {$in|$nin: ["skipped", "not-due"]}}: the attempts, or every other run (RunKind::all: nothing).
+void append_kind(bson_t* filter, RunKind kind) {
+  if (kind == RunKind::all) return;
+  bson_t condition, outcomes;
+  BSON_APPEND_DOCUMENT_BEGIN(filter, "outcome", &condition);
+  BSON_APPEND_ARRAY_BEGIN(&condition, kind == RunKind::attempts ? "$in" : "$nin", &outcomes);
+  for (std::size_t i = 0; i < std::size(k_attempt_outcomes); ++i)
+    BSON_APPEND_UTF8(&outcomes, std::to_string(i).c_str(), k_attempt_outcomes[i]);
+  bson_append_array_end(&condition, &outcomes);
+  bson_append_document_end(filter, &condition);
+}
+
+// {field: {$in: values}}
+void append_in(bson_t* filter, const char* field, const std::vector<std::string>& values) {
+  bson_t condition;
+  BSON_APPEND_DOCUMENT_BEGIN(filter, field, &condition);
+  append_string_array(&condition, "$in", values);
+  bson_append_document_end(filter, &condition);
+}
+
+} // namespace
+
+std::vector<RunRecord> MongoStore::Impl::read_runs(mongoc_collection_t* from, const bson_t* filter, bson_t* opts,
+                                                   std::int64_t limit, const char* what) {
+  BSON_APPEND_INT64(opts, "limit", std::max<std::int64_t>(limit, 1));
+  // One more than the limit: FerretDB keeps a cursor open (a getMore) when the first batch is exactly full.
+  BSON_APPEND_INT64(opts, "batchSize", std::clamp<std::int64_t>(limit + 1, 2, k_one_reply));
+  CursorPtr cursor(mongoc_collection_find_with_opts(from, filter, opts, nullptr));
   std::vector<RunRecord> out;
   const bson_t* doc = nullptr;
   while (mongoc_cursor_next(cursor.get(), &doc))
     out.push_back(run_from_bson(doc));
   bson_error_t error;
-  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail("read of the run history", error);
+  if (mongoc_cursor_error(cursor.get(), &error)) fail(what, error);
+  return out;
+}
+
+std::vector<RunRecord> MongoStore::runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since,
+                                                std::int64_t limit, RunKind kind) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  if (name) append_string(filter.get(), "name", *name);
+  if (since) append_date_condition(filter.get(), "ended_at", "$gte", *since);
+  append_kind(filter.get(), kind);
+  Bson opts;
+  append_newest_first(opts.get());
+  return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), limit, "read of the run history");
+}
+
+std::vector<RunRecord> MongoStore::skips_of(const std::vector<std::string>& locks, std::int64_t limit) {
+  if (locks.empty()) return {};
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  append_in(filter.get(), "held_lock", locks);
+  Bson opts;
+  bson_t projection;
+  BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "projection", &projection);
+  for (const char* field : {"name", "host", "held_lock", "ended_at", "outcome"})
+    BSON_APPEND_INT32(&projection, field, 1);
+  bson_append_document_end(opts.get(), &projection);
+  return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), limit, "read of the skipped attempts");
+}
+
+std::vector<RunRecord> MongoStore::runs_holding(std::string_view name, const std::vector<std::string>& locks) {
+  if (locks.empty()) return {};
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  append_string(filter.get(), "name", name);
+  append_in(filter.get(), "lock", locks);
+  Bson opts;
+  bson_t projection;
+  BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "projection", &projection);
+  for (const char* field : {"name", "lock", "skips", "skip_hosts", "skipped_on", "ended_at", "outcome"})
+    BSON_APPEND_INT32(&projection, field, 1);
+  bson_append_document_end(opts.get(), &projection);
+  return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), static_cast<std::int64_t>(locks.size()) * 2,
+                        "read of the runs that held the locks");
+}
+
+void MongoStore::update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was) {
+  auto& impl = *m_impl;
+  impl.connect();
+  if (runs.empty()) return;
+  auto* collection = impl.runs_collection();
+  // {update: "<collection>_runs", updates: [{q: {_id, skips: WAS} (or {$exists: false} for 0), u: {$set:
+  // {skips, skip_hosts, skipped_on}}}, ...]}
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "update", mongoc_collection_get_name(collection));
+  bson_t updates;
+  BSON_APPEND_ARRAY_BEGIN(command.get(), "updates", &updates);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    bson_t update, query, change, fields, absent;
+    bson_append_document_begin(&updates, std::to_string(i).c_str(), -1, &update);
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &query);
+    append_id(&query, runs[i].id);
+    const auto old = i < was.size() ? was[i] : 0;
+    if (old > 0) {
+      BSON_APPEND_INT64(&query, "skips", old);
+    } else {
+      BSON_APPEND_DOCUMENT_BEGIN(&query, "skips", &absent);
+      BSON_APPEND_BOOL(&absent, "$exists", false);
+      bson_append_document_end(&query, &absent);
+    }
+    bson_append_document_end(&update, &query);
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &change);
+    BSON_APPEND_DOCUMENT_BEGIN(&change, "$set", &fields);
+    BSON_APPEND_INT64(&fields, "skips", runs[i].skips);
+    BSON_APPEND_INT64(&fields, "skip_hosts", runs[i].skip_hosts);
+    append_string_array(&fields, "skipped_on", runs[i].skipped_on);
+    bson_append_document_end(&change, &fields);
+    bson_append_document_end(&update, &change);
+    bson_append_document_end(&updates, &update);
+  }
+  bson_append_array_end(command.get(), &updates);
+  BSON_APPEND_BOOL(command.get(), "ordered", false);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_write_command_with_opts(collection, command.get(), impl.write_opts.get(), reply.get(),
+                                                 &error)) {
+    impl.fail("update of the skip counts", error);
+  }
+}
+
+mongoc_collection_t* MongoStore::Impl::last_runs_collection() {
+  if (!last_runs) {
+    const auto last_name = config.collection + "_lastrun";
+    last_runs.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), last_name.c_str()));
+  }
+  return last_runs.get();
+}
+
+void MongoStore::record_last_runs(const std::vector<RunRecord>& runs) {
+  auto& impl = *m_impl;
+  impl.connect();
+  if (runs.empty()) return;
+  auto* last = impl.last_runs_collection();
+  // {update: "<collection>_lastrun", updates: [{q: {_id: NAME, ended_at: {$lt: T}}, u: {run as stored, _id
+  // NAME, run_id}, upsert: true}, ...]}: a newer run's document does not match, so the upsert tries an insert
+  // and fails on the duplicate _id: the newer one stays.
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "update", mongoc_collection_get_name(last));
+  bson_t updates;
+  BSON_APPEND_ARRAY_BEGIN(command.get(), "updates", &updates);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    bson_t update, query, replacement;
+    bson_append_document_begin(&updates, std::to_string(i).c_str(), -1, &update);
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &query);
+    append_string(&query, "_id", runs[i].name);
+    append_date_condition(&query, "ended_at", "$lt", runs[i].ended_at);
+    bson_append_document_end(&update, &query);
+    BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &replacement);
+    append_string(&replacement, "_id", runs[i].name);
+    to_bson(runs[i], &replacement, /*with_id=*/false);
+    append_string(&replacement, "run_id", runs[i].id);
+    bson_append_document_end(&update, &replacement);
+    BSON_APPEND_BOOL(&update, "upsert", true);
+    bson_append_document_end(&updates, &update);
+  }
+  bson_append_array_end(command.get(), &updates);
+  BSON_APPEND_BOOL(command.get(), "ordered", false);
+  Reply reply;
+  bson_error_t error;
+  // A duplicate _id (a newer run's document) is a write error in the reply: nothing to do.
+  if (!mongoc_collection_write_command_with_opts(last, command.get(), impl.write_opts.get(), reply.get(), &error)) {
+    impl.fail("update of the last run", error);
+  }
+}
+
+std::vector<RunRecord> MongoStore::last_runs(const std::vector<std::string>& names) {
+  if (names.empty()) return {};
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  append_in(filter.get(), "_id", names);
+  Bson opts;
+  auto out = impl.read_runs(impl.last_runs_collection(), filter.get(), opts.get(),
+                            static_cast<std::int64_t>(names.size()), "read of the last runs");
+  // The document's _id is the name; the run's own _id is kept as run_id (the name field says the same).
+  for (auto& run : out)
+    run.id.clear();
   return out;
 }
 
@@ -1395,23 +1624,40 @@ std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, Se
       impl.fail("purge of old runs", error);
     }
     deleted += reply.integer("deletedCount");
+    // A last run that old goes too (list shows "-" for the name, as for one never run).
+    Reply last_reply;
+    if (!mongoc_collection_delete_many(impl.last_runs_collection(), selector.get(), impl.write_opts.get(),
+                                       last_reply.get(), &error)) {
+      impl.fail("purge of old last runs", error);
+    }
   }
-  // The newest run beyond the `keep` newest of `name`: it and everything older goes.
+  // Executed runs and attempts are bounded apart: a fleet's skips never push an executed run out.
+  for (const auto kind : {RunKind::executed, RunKind::attempts})
+    deleted += impl.purge_beyond(runs, name, keep, kind);
+  return deleted;
+}
+
+std::int64_t MongoStore::Impl::purge_beyond(mongoc_collection_t* from, std::string_view name, std::int64_t keep,
+                                            RunKind kind) {
+  // The newest run of `kind` beyond the `keep` newest of `name`: it and everything older of that kind goes.
+  bson_error_t error;
   Bson filter;
   append_string(filter.get(), "name", name);
+  append_kind(filter.get(), kind);
   Bson opts;
   append_newest_first(opts.get());
   BSON_APPEND_INT64(opts.get(), "skip", std::max<std::int64_t>(keep, 1));
   BSON_APPEND_INT64(opts.get(), "limit", 1);
-  CursorPtr cursor(mongoc_collection_find_with_opts(runs, filter.get(), opts.get(), nullptr));
+  CursorPtr cursor(mongoc_collection_find_with_opts(from, filter.get(), opts.get(), nullptr));
   const bson_t* doc = nullptr;
   std::optional<RunRecord> first_out;
   if (mongoc_cursor_next(cursor.get(), &doc)) first_out = run_from_bson(doc);
-  if (mongoc_cursor_error(cursor.get(), &error)) impl.fail(fmt::format("read of the runs of '{}'", name), error);
-  if (!first_out) return deleted;
-  // {name, $or: [{ended_at: {$lt: T}}, {ended_at: T, _id: {$lte: ID}}]}: the same order as the sort.
+  if (mongoc_cursor_error(cursor.get(), &error)) fail(fmt::format("read of the runs of '{}'", name), error);
+  if (!first_out) return 0;
+  // {name, outcome of kind, $or: [{ended_at: {$lt: T}}, {ended_at: T, _id: {$lte: ID}}]}: the sort's order.
   Bson selector;
   append_string(selector.get(), "name", name);
+  append_kind(selector.get(), kind);
   bson_t any, older, tie;
   BSON_APPEND_ARRAY_BEGIN(selector.get(), "$or", &any);
   BSON_APPEND_DOCUMENT_BEGIN(&any, "0", &older);
@@ -1431,10 +1677,10 @@ std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, Se
   bson_append_document_end(&any, &tie);
   bson_append_array_end(selector.get(), &any);
   Reply reply;
-  if (!mongoc_collection_delete_many(runs, selector.get(), impl.write_opts.get(), reply.get(), &error)) {
-    impl.fail(fmt::format("purge of the runs of '{}'", name), error);
+  if (!mongoc_collection_delete_many(from, selector.get(), write_opts.get(), reply.get(), &error)) {
+    fail(fmt::format("purge of the runs of '{}'", name), error);
   }
-  return deleted + reply.integer("deletedCount");
+  return reply.integer("deletedCount");
 }
 
 std::string MongoStore::create_runs_ttl_index(Millis expire_after) {

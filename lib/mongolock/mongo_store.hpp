@@ -65,6 +65,15 @@ public:
   void insert_runs(std::vector<RunRecord>& records) override;
   [[nodiscard]] std::vector<RunRecord> runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
                                             std::int64_t limit) override;
+  [[nodiscard]] std::vector<RunRecord> runs_of_kind(std::optional<std::string_view> name,
+                                                    std::optional<ServerTime> since, std::int64_t limit,
+                                                    RunKind kind) override;
+  [[nodiscard]] std::vector<RunRecord> skips_of(const std::vector<std::string>& locks, std::int64_t limit) override;
+  [[nodiscard]] std::vector<RunRecord> runs_holding(std::string_view name,
+                                                    const std::vector<std::string>& locks) override;
+  void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was) override;
+  void record_last_runs(const std::vector<RunRecord>& runs) override;
+  [[nodiscard]] std::vector<RunRecord> last_runs(const std::vector<std::string>& names) override;
   [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
   [[nodiscard]] std::string create_runs_ttl_index(Millis expire_after) override;
 

@@ -64,6 +64,15 @@ Json waiters_json(const std::vector<QueuedWaiter>& waiters, const std::string& n
 
 std::string alive_text(const std::optional<bool>& alive) { return alive ? (*alive ? "yes" : "no (dead)") : "-"; }
 
+// {"count", "hosts", "host_names"}: skipped attempts folded into a run (history.hpp: SkipFold).
+Json skips_json(const SkipFold& fold) {
+  Json j;
+  j["count"] = fold.count;
+  j["hosts"] = fold.hosts;
+  j["host_names"] = fold.names;
+  return j;
+}
+
 Json to_json(const RunRecord& run) {
   Json j;
   j["name"] = run.name;
@@ -80,6 +89,14 @@ Json to_json(const RunRecord& run) {
   j["signal"] = run.signal.empty() ? Json(nullptr) : Json(run.signal);
   j["held_by"] = run.held_by.empty() ? Json(nullptr) : Json(run.held_by);
   j["fence"] = run.fence ? Json(*run.fence) : Json(nullptr);
+  j["skips"] = skips_json(SkipFold{.count = run.skips, .hosts = run.skip_hosts, .names = run.skipped_on});
+  return j;
+}
+
+// A history row: its run, with the skipped attempts folded into it.
+Json to_json(const HistoryRow& row) {
+  auto j = to_json(row.run);
+  j["skips"] = skips_json(row.skips);
   return j;
 }
 
@@ -90,8 +107,23 @@ std::string table_time(ServerTime t) {
   return fmt::format("{:%Y-%m-%d %H:%M:%S}", std::chrono::floor<std::chrono::seconds>(t));
 }
 
-// "held by web-1:4242, SIGTERM, waited 3s": what else a history line says.
-std::string run_note(const RunRecord& run) {
+// "skipped on 198 hosts (a, b, c, d, e, …)", "skipped 198 times on 1 host (web-1)": the attempts folded
+// into a history line.
+std::string skips_text(const SkipFold& fold) {
+  const auto hosts = fmt::format("{} host{}", fold.hosts, fold.hosts == 1 ? "" : "s");
+  auto text =
+      fold.count == fold.hosts ? "skipped on " + hosts : fmt::format("skipped {} times on {}", fold.count, hosts);
+  if (fold.names.empty()) return text;
+  std::string names;
+  for (const auto& name : fold.names)
+    names += (names.empty() ? "" : ", ") + printable(name);
+  if (std::cmp_greater(fold.hosts, fold.names.size())) names += ", \u2026";
+  return text + " (" + names + ")";
+}
+
+// "held by web-1:4242, SIGTERM, waited 3s, skipped on 198 hosts (…)": what else a history line says.
+std::string run_note(const HistoryRow& row) {
+  const auto& run = row.run;
   std::string note;
   const auto add = [&note](const std::string& part) { note += (note.empty() ? "" : ", ") + part; };
   if (!run.held_by.empty()) {
@@ -99,6 +131,9 @@ std::string run_note(const RunRecord& run) {
   }
   if (!run.signal.empty()) add("SIG" + printable(run.signal));
   if (run.waited >= Millis(1000)) add("waited " + format_duration(run.waited));
+  // A group of skipped attempts says how many; one attempt alone is its own line.
+  const bool group = run.outcome == outcome_name(Outcome::skipped);
+  if (row.skips.count > (group ? 1 : 0)) add(skips_text(row.skips));
   return note;
 }
 
@@ -233,12 +268,13 @@ std::string list_json(const std::vector<LockView>& locks, const std::vector<Queu
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string history_text(const std::vector<RunRecord>& runs, const std::optional<std::string>& name, ServerTime now) {
-  if (runs.empty()) {
+std::string history_text(const std::vector<HistoryRow>& rows, const std::optional<std::string>& name, ServerTime now) {
+  if (rows.empty()) {
     return name ? fmt::format("no runs recorded for '{}'\n", printable(*name)) : std::string("no runs recorded\n");
   }
   std::size_t name_width = 4, process_width = 8, outcome_width = 7;
-  for (const auto& run : runs) {
+  for (const auto& row : rows) {
+    const auto& run = row.run;
     name_width = std::max(name_width, printable(run.name).size());
     process_width = std::max(process_width, printable(run.process).size());
     outcome_width = std::max(outcome_width, printable(run.outcome).size());
@@ -246,15 +282,16 @@ std::string history_text(const std::vector<RunRecord>& runs, const std::optional
   std::string out =
       fmt::format("{:<19}  {:<{}}  {:<{}}  {:<8}  {:<{}}  {:<4}  {}\n", "STARTED (UTC)", "NAME", name_width, "HOST:PID",
                   process_width, "DURATION", "OUTCOME", outcome_width, "EXIT", "NOTE");
-  for (const auto& run : runs) {
+  for (const auto& row : rows) {
+    const auto& run = row.run;
     const auto line = fmt::format("{:<19}  {:<{}}  {:<{}}  {:<8}  {:<{}}  {:<4}  {}",
                                   table_time(run.started_at.value_or(run.ended_at)), printable(run.name), name_width,
                                   printable(run.process), process_width,
                                   run.duration ? format_duration(*run.duration) : std::string("-"),
-                                  printable(run.outcome), outcome_width, run.exit_code, run_note(run));
+                                  printable(run.outcome), outcome_width, run.exit_code, run_note(row));
     out += line.substr(0, line.find_last_not_of(' ') + 1) + "\n";
   }
-  const auto summary = summarize(runs);
+  const auto summary = summarize(rows);
   out += fmt::format("{} run{}: {} ok, {} failed, {} skipped", summary.runs, summary.runs == 1 ? "" : "s", summary.ok,
                      summary.failures, summary.skipped);
   if (summary.not_due > 0) out += fmt::format(", {} not due", summary.not_due);
@@ -263,7 +300,7 @@ std::string history_text(const std::vector<RunRecord>& runs, const std::optional
     out += fmt::format("; duration median {}, max {}", format_duration(*summary.median_duration),
                        format_duration(*summary.max_duration));
   }
-  out += fmt::format("; newest ended {}\n", relative(runs.front().ended_at, now));
+  out += fmt::format("; newest ended {}\n", relative(rows.front().run.ended_at, now));
   return out;
 }
 
@@ -295,12 +332,12 @@ std::string check_unknown_json(const std::string& why) {
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string history_json(const std::vector<RunRecord>& runs) {
+std::string history_json(const std::vector<HistoryRow>& rows) {
   Json j;
   j["runs"] = Json::array();
-  for (const auto& run : runs)
-    j["runs"].push_back(to_json(run));
-  const auto summary = summarize(runs);
+  for (const auto& row : rows)
+    j["runs"].push_back(to_json(row));
+  const auto summary = summarize(rows);
   Json sum;
   sum["runs"] = summary.runs;
   sum["ok"] = summary.ok;

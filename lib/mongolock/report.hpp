@@ -60,15 +60,18 @@ using LastRuns = std::map<std::string, RunRecord>;
 [[nodiscard]] std::string list_json(const std::vector<LockView>& locks, const std::vector<QueuedWaiter>& waiters = {},
                                     const LastRuns& last_runs = {});
 
-// `history`: newest first, one line a run under the header STARTED (UTC), NAME, HOST:PID, DURATION,
-// OUTCOME, EXIT, NOTE (held by whom, the signal, the wait); then the summary line "N runs: N ok, N failed,
-// N skipped; duration median DUR, max DUR". "no runs recorded" (for `name`, when given) when empty.
-[[nodiscard]] std::string history_text(const std::vector<RunRecord>& runs, const std::optional<std::string>& name,
+// `history`: newest first, one line a row (history.hpp: fold_history(), one_row_each()) under the header
+// STARTED (UTC), NAME, HOST:PID, DURATION, OUTCOME, EXIT, NOTE (held by whom, the signal, the wait, the
+// skipped attempts folded in: "skipped on 198 hosts (a, b, …)"); then the summary line "N runs: N ok, N
+// failed, N skipped; duration median DUR, max DUR" (folded skips counted). "no runs recorded" (for `name`,
+// when given) when empty.
+[[nodiscard]] std::string history_text(const std::vector<HistoryRow>& rows, const std::optional<std::string>& name,
                                        ServerTime now);
-// `history --json`: {"runs": [run objects], "summary": {"runs", "ok", "failures", "skipped",
+// `history --json`: {"runs": [run objects], "summary": {"runs", "ok", "failures", "skipped", "not_due",
 // "median_duration_ms", "max_duration_ms"}}; a run object: {"name", "process", "host", "user", "command"
 // (array), "started_at", "ended_at", "duration_ms", "waited_ms", "outcome", "exit_code", "signal",
-// "held_by", "fence"} (absent values null).
+// "held_by", "fence", "skips": {"count", "hosts", "host_names"}} (absent values null; skips: the attempts
+// folded into the row, or as the run counted them when it ended for status, list and check).
 // `check --json`: {"state": "OK"|..., "exit_code", "max_age_ms", "names": [{"name", "state", "age_ms" (of
 // the last success, null when none), "last_success": run object or null, "last_run": run object or null,
 // "text"}]}.
@@ -76,6 +79,6 @@ using LastRuns = std::map<std::string, RunRecord>;
 // `check --json` when the server cannot be read: {"state": "UNKNOWN", "exit_code": 3, "error": WHY}.
 [[nodiscard]] std::string check_unknown_json(const std::string& why);
 
-[[nodiscard]] std::string history_json(const std::vector<RunRecord>& runs);
+[[nodiscard]] std::string history_json(const std::vector<HistoryRow>& rows);
 
 } // namespace mongolock

@@ -72,6 +72,7 @@ public:
     m_waited = std::chrono::duration_cast<Millis>(LeaseClock::now() - m_began);
     for (const auto& lock : locks) {
       if (lock.fence) m_fences[lock.name] = *lock.fence;
+      m_locks.emplace(lock.name, lock.id); // a name's first slot: the one its skipped attempts name
     }
   }
 
@@ -89,11 +90,12 @@ public:
   // history is not tried, since it would only hold up the exit (a warning says so unless the outcome is error). `ended`
   // is when the whole job ended (LeaseClock), when known. Never throws.
   int finish(LockStore* store, Outcome outcome, int exit_code, std::optional<LocalTime> ended = std::nullopt,
-             int signal = 0, std::string held_by = {}) noexcept {
+             int signal = 0, std::string held_by = {}, std::string held_lock = {}) noexcept {
     if (m_finished) return exit_code;
     m_finished = true;
     try {
-      write(store, outcome, exit_code, ended.value_or(LeaseClock::now()), signal, std::move(held_by));
+      write(store, outcome, exit_code, ended.value_or(LeaseClock::now()), signal,
+            Holder{std::move(held_by), std::move(held_lock)});
     } catch (const std::exception& e) {
       m_log.warning(fmt::format("the run was not recorded ({})", e.what()));
     }
@@ -101,7 +103,12 @@ public:
   }
 
 private:
-  void write(LockStore* store, Outcome outcome, int exit_code, LocalTime ended, int signal, std::string held_by) {
+  struct Holder {
+    std::string process; // held_by
+    std::string lock;    // held_lock
+  };
+
+  void write(LockStore* store, Outcome outcome, int exit_code, LocalTime ended, int signal, const Holder& holder) {
     // The server's clock: fresh when the store has just spoken to the server (the release), else as taken
     // at the acquisition; none when the server was never reached.
     std::optional<ServerClock> clock = m_clock;
@@ -134,7 +141,9 @@ private:
       run.outcome = std::string(outcome_name(outcome));
       run.exit_code = exit_code;
       if (signal > 0 && sigabbrev_np(signal) != nullptr) run.signal = sigabbrev_np(signal);
-      run.held_by = held_by;
+      run.held_by = holder.process;
+      run.held_lock = holder.lock;
+      if (const auto lock = m_locks.find(name); lock != m_locks.end()) run.lock = lock->second;
       if (const auto fence = m_fences.find(name); fence != m_fences.end()) run.fence = fence->second;
       metrics.push_back(RunMetrics{
           .name = name,
@@ -172,6 +181,7 @@ private:
   LocalTime m_started_local{}; // when the command started (LeaseClock)
   std::optional<ServerTime> m_started_at;
   std::map<std::string, std::int64_t> m_fences;
+  std::map<std::string, std::string> m_locks; // each name's lock document _id, once acquired
   bool m_finished = false;
 };
 
@@ -193,7 +203,7 @@ std::optional<std::string> succeeded_within(LockStore& store, const std::vector<
   std::optional<RunRecord> oldest;
   for (const auto& lock : locks) {
     std::optional<RunRecord> newest;
-    for (auto& run : store.runs(lock.name, now - period, k_max_history_keep)) {
+    for (auto& run : store.runs_of_kind(lock.name, now - period, k_max_history_keep, RunKind::executed)) {
       if (run.outcome == outcome_name(Outcome::ok)) {
         newest = std::move(run);
         break; // newest first
@@ -278,9 +288,9 @@ private:
       return m_recorder.finish(&m_store, Outcome::skipped, m_global.conflict_exit_code);
     }
     if (locks().empty() && !m_outcome.interrupted) {
-      std::string held_by;
-      const auto code = report_held(m_global, m_locker, m_outcome, m_log, &held_by);
-      return m_recorder.finish(&m_store, Outcome::skipped, code, std::nullopt, 0, held_by);
+      std::string held_by, held_lock;
+      const auto code = report_held(m_global, m_locker, m_outcome, m_log, &held_by, &held_lock);
+      return m_recorder.finish(&m_store, Outcome::skipped, code, std::nullopt, 0, held_by, held_lock);
     }
     if (!locks().empty()) m_recorder.acquired(locks());
     for (const auto& lock : locks()) {

@@ -14,9 +14,10 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         JSON array, newest first (dates as epoch milliseconds)
     mongo.py insert-run KEY=VALUE...  insert a run document: KEY=text (its bytes as given, also invalid
                         UTF-8), KEY:int=N, KEY:date=EPOCH-MS, KEY:list=A,B (strings): what another client
-                        (or an older run) could have stored
+                        (or an older run) could have stored; --times N first: N such documents
+                        in one insert (KEY:date values then grow by 1 ms per document)
     mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
-    mongo.py drop       drop the collection, its _queue, _fences and _runs collections and the _events
+    mongo.py drop       drop the collection, its _queue, _fences, _runs and _lastrun collections and the _events
                         collection in database <db>_events (missing is fine)
 
 Server: $MONGOLOCK_URI (mongodb://host:port[/...], no credentials); database $MONGOLOCK_DB (default
@@ -194,20 +195,26 @@ def main():
             die(f"find failed: {reply}")
         print(json.dumps(reply["cursor"]["firstBatch"]))
     elif what == "insert-run" and len(sys.argv) >= 3:
-        doc = {}
-        for arg in sys.argv[2:]:
-            key, _, value = arg.partition("=")
-            key, _, kind = key.partition(":")
-            if kind == "int":
-                doc[key] = int(value)
-            elif kind == "date":
-                doc[key] = Date(int(value))
-            elif kind == "list":
-                doc[key] = value.split(",") if value else []
-            else:
-                doc[key] = RawStr(value.encode("utf-8", "surrogateescape"))
-        reply = command({"insert": coll + "_runs", "documents": [doc], "$db": db})
-        if reply.get("ok") != 1.0 or reply.get("n") != 1:
+        args, times = sys.argv[2:], 1
+        if args[0] == "--times" and len(args) >= 2:
+            args, times = args[2:], int(args[1])
+        docs = []
+        for i in range(times):
+            doc = {}
+            for arg in args:
+                key, _, value = arg.partition("=")
+                key, _, kind = key.partition(":")
+                if kind == "int":
+                    doc[key] = int(value)
+                elif kind == "date":
+                    doc[key] = Date(int(value) + i)
+                elif kind == "list":
+                    doc[key] = value.split(",") if value else []
+                else:
+                    doc[key] = RawStr(value.encode("utf-8", "surrogateescape"))
+            docs.append(doc)
+        reply = command({"insert": coll + "_runs", "documents": docs, "$db": db})
+        if reply.get("ok") != 1.0 or reply.get("n") != times:
             die(f"insert failed: {reply}")
     elif what == "unique-index" and len(sys.argv) == 4:
         reply = command({"createIndexes": coll + sys.argv[2], "$db": db,
@@ -215,7 +222,7 @@ def main():
         if reply.get("ok") != 1.0:
             die(f"createIndexes failed: {reply}")
     elif what == "drop":
-        for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs"):
+        for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs", coll + "_lastrun"):
             command({"drop": name, "$db": db})
         command({"drop": coll + "_events", "$db": db + "_events"})
     else:

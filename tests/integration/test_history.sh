@@ -21,7 +21,7 @@ PROM_PYTHON=/usr/bin/python3
 runs() { python3 "$ITEST_DIR/mongo.py" runs "$@" >"$T/runs" || fail "cannot read the run history"; }
 
 # The fields of every stored run and of every run object of history --json.
-RUN_FIELDS='["command", "duration_ms", "ended_at", "exit_code", "fence", "held_by", "host", "name", "outcome", "process", "signal", "started_at", "user", "waited_ms"]'
+RUN_FIELDS='["command", "duration_ms", "ended_at", "exit_code", "fence", "held_by", "host", "name", "outcome", "process", "signal", "skips", "started_at", "user", "waited_ms"]'
 
 outcomes_of_every_kind() {
   local name other t0 t1
@@ -190,6 +190,96 @@ status_and_list_show_the_last_run() {
   assert_matches "$OUT" "^last run: ok on $HOST:$BG_PID, "
 }
 
+# herd_round NAME N: N runs of NAME at once (`run NAME -- sleep 1`, as N hosts whose crontab fires the same
+# minute); each one's exit status is appended to $T/codes.
+herd_round() {
+  local name=$1 n=$2 i pids=()
+  for ((i = 0; i < n; i++)); do
+    (
+      code=0
+      "$MONGOLOCK_BIN" run "$name" -- sleep 1 >/dev/null 2>&1 || code=$?
+      echo "$code" >>"$T/codes"
+    ) &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || true; done
+}
+
+# Issue 16: 200 runs at once, then 5 more rounds. `history` lists every executed run with the attempts
+# skipped while it held the lock folded in; the summary line and --json count them; --skipped lists them
+# one by one. Then 1,000 planted skipped attempts, newer than every run: a purge keeps every executed run
+# (bounded apart), their folded counts stay (stored in each run's record), and check still sees them.
+fleet_herd_folds_skips() {
+  local name round ok skipped total
+  name=$(lock_name herd)
+  : >"$T/codes"
+  for round in 1 2 3 4 5 6; do herd_round "$name" 200; done
+  assert_eq "$(sort -u "$T/codes" | tr '\n' ' ')" "0 75 " "exit statuses of the herd"
+  ok=$(grep -c '^0$' "$T/codes")
+  skipped=$(grep -c '^75$' "$T/codes")
+  total=$((ok + skipped))
+  ((ok >= 6)) || fail "only $ok runs executed in 6 rounds"
+  expect_exit 0 -- ml history "$name" --limit 100 --json
+  assert_eq "$(json "$OUT" '[r["outcome"] for r in d["runs"] if r["outcome"] != "skipped"].count("ok")')" "$ok" \
+    "executed runs listed"
+  assert_eq "$(json "$OUT" 'sum(r["skips"]["count"] for r in d["runs"])')" "$skipped" "skipped attempts folded in"
+  assert_eq "$(json "$OUT" '[d["summary"][k] for k in ("runs", "ok", "failures", "skipped")]')" \
+    "[$total, $ok, 0, $skipped]" "the summary counts the folded attempts"
+  # Each round's first holder met most of its round (all 200 ran within a few seconds).
+  (($(json "$OUT" 'len([r for r in d["runs"] if r["outcome"] == "ok" and r["skips"]["count"] >= 20])') >= 6)) ||
+    fail_with "fewer than 6 runs with 20 or more skips folded in" json "$OUT"
+  assert_eq "$(json "$OUT" 'sorted({h for r in d["runs"] for h in r["skips"]["host_names"]})')" "[\"$HOST\"]" "the hosts named"
+  expect_exit 0 -- ml history "$name" --limit 100
+  assert_matches "$OUT" "^[0-9-]+ [0-9:]+  $name  $HOST:[0-9]+ +1\.[0-9]s +ok +0 +skipped [0-9]+ times on 1 host \($HOST\)$"
+  assert_matches "$OUT" "^$total runs: $ok ok, 0 failed, $skipped skipped; "
+  expect_exit 0 -- ml history "$name" --skipped --limit 100000 --json
+  assert_eq "$(json "$OUT" 'len(d["runs"])')" "$total" "history --skipped: every attempt on its own"
+  assert_eq "$(json "$OUT" 'd["summary"]["skipped"]')" "$skipped" "history --skipped: the summary"
+  # The count each run stored when it ended: at most the attempts that met it (some were written after it
+  # counted: history found those above); a purge below completes it before deleting them.
+  runs "$name"
+  local stored
+  stored=$(json "$T/runs" 'sum(r.get("skips", 0) for r in d if r["outcome"] == "ok")')
+  ((stored > 0 && stored <= skipped)) || fail "the runs stored $stored skips of $skipped"
+
+  # 1,000 planted skipped attempts, newer than every run.
+  python3 "$ITEST_DIR/mongo.py" insert-run --times 1000 name="$name" outcome=skipped exit_code:int=75 host=planted \
+    process=planted:1 held_by=planted:0 held_lock=planted "ended_at:date=$(date +%s%3N)" ||
+    fail "cannot plant the skipped attempts"
+  expect_exit 0 -- ml check "$name" --max-age 1h
+  assert_matches "$OUT" "^MONGOLOCK OK - "
+  expect_exit 0 -- env MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" run "$name" -- true
+  runs "$name"
+  assert_eq "$(json "$T/runs" 'len([r for r in d if r["outcome"] == "ok"])')" "$((ok + 1))" "executed runs kept"
+  assert_eq "$(json "$T/runs" 'len([r for r in d if r["outcome"] == "skipped"])')" "100" \
+    "skipped attempts kept (--history-keep 100, apart)"
+  expect_exit 0 -- ml history "$name" --limit 100 --json
+  assert_eq "$(json "$T/runs" 'sum(r.get("skips", 0) for r in d if r["outcome"] == "ok")')" "$skipped" \
+    "the runs' stored counts, completed by the purge before it deleted their attempts"
+  assert_eq "$(json "$OUT" 'sum(r["skips"]["count"] for r in d["runs"] if r["outcome"] == "ok")')" "$skipped" \
+    "the folded counts, from the runs' records once their attempts were purged"
+  assert_eq "$(json "$OUT" '[r["skips"]["count"] for r in d["runs"] if r["outcome"] == "skipped"]')" "[100]" \
+    "the planted attempts left: one row for their holder"
+}
+
+# `list` with many held locks: 3 commands (the locks, the queue, every held name's last run), not one per name.
+list_in_three_commands() {
+  local i names=()
+  for i in $(seq 150); do names+=("$(lock_name many)"); done
+  for i in 0 1 2; do expect_exit "$i" -- ml run "${names[$i]}" -- sh -c "exit $i"; done
+  for i in "${names[@]}"; do ml acquire "$i" --ttl 5m --process "$HOST:4242" >/dev/null || fail "acquire $i"; done
+  commands_of 0 list >/dev/null
+  assert_contains "$ERR" "server commands: 4 (endSessions 1, find 3)"
+  assert_eq "$(grep -c "^many-" "$OUT")" "150" "locks listed"
+  assert_matches "$OUT" "^${names[1]} +$HOST:4242 .* failed [0-9.]+m?s ago$"
+  commands_of 0 list --json >/dev/null
+  assert_contains "$ERR" "server commands: 4 (endSessions 1, find 3)"
+  assert_eq "$(json "$OUT" "[[l['name'], l['last_run']['exit_code']] for l in d if l['last_run'] and l['name'].startswith('many-')]")" \
+    "$(python3 -c 'import json, sys; print(json.dumps(sorted([[n, i] for i, n in enumerate(sys.argv[1:])])))' "${names[@]:0:3}")" \
+    "each name's last run"
+  for i in "${names[@]}"; do ml release "$i" --process "$HOST:4242" || fail "release $i"; done
+}
+
 # commands_of WANT-EXIT ARGS...: runs mongolock ARGS with its command count on, checks the exit status and
 # prints how many server commands it sent (its stderr stays in $ERR).
 commands_of() {
@@ -205,11 +295,13 @@ no_history_and_command_count() {
   expect_exit 0 -- ml run "$name" --no-history -- true
   runs "$name"
   assert_eq "$(json "$T/runs" 'len(d)')" "0" "runs stored with --no-history"
-  # One extra command per run: compare the commands sent with and without the history.
+  # Three extra commands per executed run, after the release: compare with and without the history (the
+  # read of the attempts skipped while it held the lock, the insert, the update of its name's last run).
   without=$(commands_of 0 run "$name" --no-history -- true)
   with=$(commands_of 0 run "$name" -- true)
-  assert_eq "$with" "$((without + 1))" "commands of a run with history (without: $without)"
+  assert_eq "$with" "$((without + 3))" "commands of a run with history (without: $without)"
   assert_matches "$ERR" "insert 2[,)]" # the lock and the history
+  assert_matches "$ERR" "update 1[,)]" # the name's last run
   # A skipped run adds one insert too.
   ml acquire "$name" --process "$HOST:4242" >/dev/null
   without=$(commands_of 75 run "$name" --no-history -- true)
@@ -221,13 +313,19 @@ no_history_and_command_count() {
   # writes (plus the driver's endSessions).
   assert_contains "$ERR" "server commands: 5 (createIndexes 1, endSessions 1, find 1, insert 2)"
   assert_contains "$ERR" "is held by $HOST:4242"
+  # Every time: a skipped run never purges (even when every run would: MONGOLOCK_HISTORY_PURGE_EVERY=1).
+  local i
+  for i in 1 2 3 4 5; do
+    expect_exit 75 -- env MONGOLOCK_DEBUG_COMMANDS=1 MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" run "$name" -- true
+    assert_contains "$ERR" "server commands: 5 (createIndexes 1, endSessions 1, find 1, insert 2)"
+  done
   # A multi-name run: one document per name, in that one insert.
   local a b
   a=$(lock_name a)
   b=$(lock_name b)
   without=$(commands_of 0 run "$a" "$b" --no-history -- true)
   with=$(commands_of 0 run "$a" "$b" -- true)
-  assert_eq "$with" "$((without + 1))" "commands of a two-name run with history (without: $without)"
+  assert_eq "$with" "$((without + 3))" "commands of a two-name run with history (without: $without)"
   runs "$a"
   assert_eq "$(json "$T/runs" 'len(d)')" "1" "runs of the first name"
   runs "$b"
@@ -516,6 +614,9 @@ run_case "history --json: documented shape; summary agrees with the runs" histor
 run_case "status and list show the last run" status_and_list_show_the_last_run
 run_case "--no-history; a run costs one more command, a skipped run one insert, several names one insert" no_history_and_command_count
 run_case "a failed history write is one warning line; the exit status is unchanged" failed_write_is_one_warning
+run_case "200 runs at once, 6 rounds: every executed run listed, skips folded in; 1,000 planted skips purge none" \
+  fleet_herd_folds_skips
+run_case "list: 3 server commands with 150 held locks, each name's last run" list_in_three_commands
 run_case "retention: at most N per name, none older than the max age" retention_by_count_and_age
 run_case "concurrent writers: 8 runs at once keep exactly the newest N; one metrics file counts all" concurrent_writers
 run_case "metrics file: text format (reference parser), values per outcome, bad paths, failed write" metrics_file_format_and_values

@@ -51,6 +51,12 @@ lock_removed_on_lost_kill() {
   [[ ! -e $T/term && ! -e $T/done ]] || fail "the command got SIGTERM or ended by itself; --on-lost kill sends SIGKILL"
   assert_contains "$T/run.err" "lease on '$name' lost"
   assert_contains "$T/run.err" "killing the command"
+  # The history agrees with the message: the job died of SIGKILL (issue 16).
+  python3 "$ITEST_DIR/mongo.py" runs "$name" >"$T/runs"
+  assert_eq "$(json "$T/runs" '[[r["outcome"], r["exit_code"], r.get("signal")] for r in d]')" '[["lease-lost", 76, "KILL"]]' \
+    "the run history"
+  expect_exit 0 -- ml history "$name"
+  assert_matches "$OUT" "lease-lost +76 +SIGKILL$"
 }
 
 # --on-lost ignore: the command runs to its end; another holder may take the free lock meanwhile, and

@@ -49,7 +49,7 @@ TEST_CASE("The summary counts outcomes and takes the median and max of the durat
     RunRecord r;
     r.outcome = std::move(outcome);
     r.duration = duration;
-    return r;
+    return HistoryRow{.run = r, .skips = {}};
   };
   const auto summary = summarize({run("ok", Millis(300)), run("failed", Millis(100)), run("skipped", std::nullopt),
                                   run("timeout", Millis(900)), run("something-new", Millis(200))});
@@ -64,6 +64,106 @@ TEST_CASE("The summary counts outcomes and takes the median and max of the durat
   const auto none = summarize({run("skipped", std::nullopt)});
   CHECK_FALSE(none.median_duration.has_value());
   CHECK_FALSE(none.max_duration.has_value());
+}
+
+TEST_CASE("Folded skips count in the summary: a run's skips, a group's attempts") {
+  RunRecord ok;
+  ok.outcome = "ok";
+  ok.duration = Millis(1000);
+  RunRecord skipped;
+  skipped.outcome = "skipped";
+  const auto summary = summarize({HistoryRow{.run = ok, .skips = {.count = 198, .hosts = 198, .names = {}}},
+                                  HistoryRow{.run = skipped, .skips = {.count = 5, .hosts = 1, .names = {}}}});
+  CHECK(summary.runs == 1 + 198 + 5);
+  CHECK(summary.ok == 1);
+  CHECK(summary.skipped == 203);
+  CHECK(summary.failures == 0);
+}
+
+namespace {
+
+RunRecord executed(std::string id, std::string lock, std::int64_t ended_s) {
+  RunRecord r;
+  r.id = std::move(id);
+  r.name = "herd";
+  r.outcome = "ok";
+  r.lock = std::move(lock);
+  r.started_at = ServerTime(std::chrono::seconds(ended_s - 1));
+  r.ended_at = ServerTime(std::chrono::seconds(ended_s));
+  return r;
+}
+
+RunRecord skip(std::string host, std::string held_lock, std::int64_t ended_s, std::string held_by = "h:1") {
+  RunRecord r;
+  r.id = host + std::to_string(ended_s);
+  r.name = "herd";
+  r.outcome = "skipped";
+  r.host = std::move(host);
+  r.held_lock = std::move(held_lock);
+  r.held_by = std::move(held_by);
+  r.ended_at = ServerTime(std::chrono::seconds(ended_s));
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("Skipped attempts fold into the run whose lock they met") {
+  const std::vector<RunRecord> runs{executed("r2", "L2", 20), executed("r1", "L1", 10)};
+  std::vector<RunRecord> attempts;
+  for (int i = 0; i < 7; ++i)
+    attempts.push_back(skip("host" + std::to_string(i), "L1", 9));
+  attempts.push_back(skip("host0", "L1", 9)); // a second attempt from one host
+  attempts.push_back(skip("a", "L2", 19));
+
+  SUBCASE("each run gets its attempts, hosts counted once, a sorted sample of them") {
+    const auto rows = fold_history(runs, attempts, 20);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].run.id == "r2");
+    CHECK(rows[0].skips.count == 1);
+    CHECK(rows[1].run.id == "r1");
+    CHECK(rows[1].skips.count == 8);
+    CHECK(rows[1].skips.hosts == 7);
+    CHECK(rows[1].skips.names == std::vector<std::string>{"host0", "host1", "host2", "host3", "host4"});
+  }
+  SUBCASE("the count a run stored when it ended stands when its attempts were purged since") {
+    auto counted = runs;
+    counted[1].skips = 198;
+    counted[1].skip_hosts = 198;
+    counted[1].skipped_on = {"w1", "w2"};
+    const auto rows = fold_history(counted, {}, 20);
+    CHECK(rows[1].skips.count == 198);
+    CHECK(rows[1].skips.hosts == 198);
+    CHECK(rows[1].skips.names == std::vector<std::string>{"w1", "w2"});
+  }
+  SUBCASE("attempts whose holder's run is not listed are one row per holder, the newest attempt shown") {
+    auto more = attempts;
+    more.push_back(skip("b", "L9", 30, "other:7"));
+    more.push_back(skip("c", "L9", 31, "other:7"));
+    more.push_back(skip("d", "", 25, "old:1")); // an older version's record: no held_lock
+    more.push_back(skip("e", "", 24, "old:1"));
+    const auto rows = fold_history(runs, more, 20);
+    REQUIRE(rows.size() == 4);
+    CHECK(rows[0].run.host == "c");
+    CHECK(rows[0].skips.count == 2);
+    CHECK(rows[1].run.host == "d");
+    CHECK(rows[1].skips.count == 2);
+    CHECK(rows[2].run.id == "r2");
+    CHECK(fold_history(runs, more, 1).size() == 1);
+  }
+  SUBCASE("not-due attempts stay one row each") {
+    auto not_due = skip("n", "", 15);
+    not_due.outcome = "not-due";
+    const auto rows = fold_history(runs, {not_due, not_due}, 20);
+    CHECK(rows.size() == 4);
+  }
+}
+
+TEST_CASE("Executed runs and attempts are told apart") {
+  CHECK(is_attempt("skipped"));
+  CHECK(is_attempt("not-due"));
+  CHECK_FALSE(is_attempt("ok"));
+  CHECK_FALSE(is_attempt("lease-lost"));
+  CHECK_FALSE(is_attempt("something-new"));
 }
 
 TEST_CASE("History bounds are checked") {
