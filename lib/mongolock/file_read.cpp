@@ -55,31 +55,37 @@ std::optional<std::string> untrusted_reason(uid_t owner, mode_t mode, uid_t me) 
   return std::nullopt;
 }
 
-std::string read_bounded_file(const std::string& path, std::string_view what, FileKind kind, Millis timeout,
-                              FileTrust trust, std::size_t max_bytes) {
-  const auto limit = max_bytes % (1024 * 1024) == 0 ? fmt::format("{} MiB", max_bytes / (1024 * 1024))
-                                                    : fmt::format("{} KiB", max_bytes / 1024);
-  const auto fail = [&](std::string_view why) {
+namespace {
+
+// One read_bounded_file() call: what it reads and how its errors read.
+struct BoundedRead {
+  const std::string& path;
+  std::string_view what;
+  FileKind kind;
+  Millis timeout;
+  FileTrust trust;
+  std::size_t max_bytes;
+
+  [[nodiscard]] std::string limit() const {
+    return max_bytes % (1024 * 1024) == 0 ? fmt::format("{} MiB", max_bytes / (1024 * 1024))
+                                          : fmt::format("{} KiB", max_bytes / 1024);
+  }
+  [[nodiscard]] Error fail(std::string_view why) const {
     return usage_error(fmt::format("cannot read {} '{}': {}", what, path, why));
-  };
-  const auto check = [&](const struct stat& st) {
+  }
+  // The file's type and size (of the path, then again of what was opened, in case the path changed).
+  void check(const struct stat& st) const {
     if (!allowed(st.st_mode, kind)) {
       throw fail(fmt::format("it is {}; it must be a regular file{}", type_name(st.st_mode),
                              kind == FileKind::regular_or_pipe ? " or a pipe" : ""));
     }
     if (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > max_bytes) {
-      throw fail(fmt::format("it is {} bytes long; the limit is {}", st.st_size, limit));
+      throw fail(fmt::format("it is {} bytes long; the limit is {}", st.st_size, limit()));
     }
-  };
-  struct stat st{};
-  if (path.empty()) throw usage_error(fmt::format("empty {} name; give a path", what));
-  if (stat(path.c_str(), &st) != 0) throw fail(std::strerror(errno));
-  check(st);
-  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (fd.get() < 0) throw fail(std::strerror(errno));
-  if (fstat(fd.get(), &st) != 0) throw fail(std::strerror(errno));
-  check(st); // what was opened, in case the path changed since stat()
-  if (trust == FileTrust::private_to_user && S_ISREG(st.st_mode)) {
+  }
+  // FileTrust::private_to_user: a regular file only another user could have written is refused.
+  void check_owner(const struct stat& st) const {
+    if (trust != FileTrust::private_to_user || !S_ISREG(st.st_mode)) return;
     if (const auto why = untrusted_reason(st.st_uid, st.st_mode, geteuid())) {
       throw fail(fmt::format("{}; another user could point mongolock at a server of theirs, so it is not used: {}",
                              *why,
@@ -87,27 +93,46 @@ std::string read_bounded_file(const std::string& path, std::string_view what, Fi
                                                                      : std::string("use a file of your own")));
     }
   }
-
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string content;
-  char buf[8192];
-  for (;;) {
-    const auto left = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
-    pollfd pfd{.fd = fd.get(), .events = POLLIN, .revents = 0};
-    const int ready = left.count() > 0 ? poll(&pfd, 1, static_cast<int>(left.count())) : 0;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) throw fail(std::strerror(errno));
-    if (ready == 0) {
-      throw fail(fmt::format("it did not end within {} (the connect timeout); a pipe must be closed by its writer",
-                             format_duration(timeout)));
+  // Reads `fd` to its end within the timeout and max_bytes.
+  [[nodiscard]] std::string read_all(int fd) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string content;
+    char buf[8192];
+    for (;;) {
+      const auto left = std::chrono::ceil<Millis>(deadline - std::chrono::steady_clock::now());
+      pollfd pfd{.fd = fd, .events = POLLIN, .revents = 0};
+      const int ready = left.count() > 0 ? poll(&pfd, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) throw fail(std::strerror(errno));
+      if (ready == 0) {
+        throw fail(fmt::format("it did not end within {} (the connect timeout); a pipe must be closed by its writer",
+                               format_duration(timeout)));
+      }
+      const auto n = read(fd, buf, sizeof buf);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n < 0) throw fail(std::strerror(errno));
+      if (n == 0) return content;
+      content.append(buf, static_cast<std::size_t>(n));
+      if (content.size() > max_bytes) throw fail(fmt::format("it is longer than {}", limit()));
     }
-    const auto n = read(fd.get(), buf, sizeof buf);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n < 0) throw fail(std::strerror(errno));
-    if (n == 0) return content;
-    content.append(buf, static_cast<std::size_t>(n));
-    if (content.size() > max_bytes) throw fail(fmt::format("it is longer than {}", limit));
   }
+};
+
+} // namespace
+
+std::string read_bounded_file(const std::string& path, std::string_view what, FileKind kind, Millis timeout,
+                              FileTrust trust, std::size_t max_bytes) {
+  const BoundedRead r{path, what, kind, timeout, trust, max_bytes};
+  struct stat st{};
+  if (path.empty()) throw usage_error(fmt::format("empty {} name; give a path", what));
+  if (stat(path.c_str(), &st) != 0) throw r.fail(std::strerror(errno));
+  r.check(st);
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (fd.get() < 0) throw r.fail(std::strerror(errno));
+  if (fstat(fd.get(), &st) != 0) throw r.fail(std::strerror(errno));
+  r.check(st);
+  r.check_owner(st);
+  return r.read_all(fd.get());
 }
 
 } // namespace mongolock

@@ -198,55 +198,65 @@ std::string iter_id(const bson_iter_t& it) {
   return hex;
 }
 
+// How one field of a lock document is read into a LockRecord; a value of an unexpected type is ignored.
+using LockField = void (*)(LockRecord&, const bson_iter_t&);
+
+template <std::string LockRecord::* Member> void string_field(LockRecord& lock, const bson_iter_t& it) {
+  lock.*Member = iter_string(it);
+}
+
+template <ServerTime LockRecord::* Member> void date_field(LockRecord& lock, const bson_iter_t& it) {
+  if (BSON_ITER_HOLDS_DATE_TIME(&it)) lock.*Member = from_bson_date(bson_iter_date_time(&it));
+}
+
+std::optional<std::int64_t> number(const bson_iter_t& it) {
+  if (!BSON_ITER_HOLDS_NUMBER(&it)) return std::nullopt;
+  return bson_iter_as_int64(&it);
+}
+
+// The fields of a lock document (THE LOCK DOCUMENT in the man page), by name.
+const std::map<std::string_view, LockField, std::less<>>& lock_fields() {
+  static const std::map<std::string_view, LockField, std::less<>> fields{
+      {"_id", [](LockRecord& l, const bson_iter_t& it) { l.id = iter_id(it); }},
+      {"program", string_field<&LockRecord::program>},
+      {"name", string_field<&LockRecord::name>},
+      {"slot", [](LockRecord& l, const bson_iter_t& it) { l.slot = static_cast<int>(number(it).value_or(l.slot)); }},
+      {"process", string_field<&LockRecord::process>},
+      {"token", string_field<&LockRecord::token>},
+      {"host", string_field<&LockRecord::host>},
+      {"user", string_field<&LockRecord::user>},
+      {"command", string_field<&LockRecord::command>},
+      {"acquired_at", date_field<&LockRecord::acquired_at>},
+      {"expires_at", date_field<&LockRecord::expires_at>},
+      {"renewed_at", date_field<&LockRecord::renewed_at>},
+      {"hold_until", date_field<&LockRecord::hold_until>},
+      {"released_at",
+       [](LockRecord& l, const bson_iter_t& it) {
+         if (BSON_ITER_HOLDS_DATE_TIME(&it)) l.released_at = from_bson_date(bson_iter_date_time(&it));
+       }},
+      {"ttl_ms", [](LockRecord& l, const bson_iter_t& it) { l.ttl = Millis(number(it).value_or(l.ttl.count())); }},
+      {"fence", [](LockRecord& l, const bson_iter_t& it) { l.fence = number(it) ? number(it) : l.fence; }},
+      {"waiters",
+       [](LockRecord& l, const bson_iter_t& it) {
+         if (BSON_ITER_HOLDS_BOOL(&it)) l.waiters = bson_iter_bool(&it);
+       }},
+      {"ticket", string_field<&LockRecord::ticket>},
+      {"boot_id", string_field<&LockRecord::boot_id>},
+      {"pid_ns", string_field<&LockRecord::pid_ns>},
+      {"pid_start", [](LockRecord& l, const bson_iter_t& it) { l.pid_start = number(it) ? number(it) : l.pid_start; }},
+  };
+  return fields;
+}
+
 // Reads a lock document; fields of unexpected types are left at their defaults.
 LockRecord from_bson(const bson_t* doc) {
   LockRecord lock;
   bson_iter_t it;
   if (!bson_iter_init(&it, doc)) return lock;
+  const auto& fields = lock_fields();
   while (bson_iter_next(&it)) {
-    const std::string_view key = bson_iter_key(&it);
-    if (key == "_id") {
-      lock.id = iter_id(it);
-    } else if (key == "program") {
-      lock.program = iter_string(it);
-    } else if (key == "name") {
-      lock.name = iter_string(it);
-    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "slot") {
-      lock.slot = static_cast<int>(bson_iter_as_int64(&it));
-    } else if (key == "process") {
-      lock.process = iter_string(it);
-    } else if (key == "token") {
-      lock.token = iter_string(it);
-    } else if (key == "host") {
-      lock.host = iter_string(it);
-    } else if (key == "user") {
-      lock.user = iter_string(it);
-    } else if (key == "command") {
-      lock.command = iter_string(it);
-    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "acquired_at") {
-      lock.acquired_at = from_bson_date(bson_iter_date_time(&it));
-    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "expires_at") {
-      lock.expires_at = from_bson_date(bson_iter_date_time(&it));
-    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "renewed_at") {
-      lock.renewed_at = from_bson_date(bson_iter_date_time(&it));
-    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "hold_until") {
-      lock.hold_until = from_bson_date(bson_iter_date_time(&it));
-    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "released_at") {
-      lock.released_at = from_bson_date(bson_iter_date_time(&it));
-    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "ttl_ms") {
-      lock.ttl = Millis(bson_iter_as_int64(&it));
-    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "fence") {
-      lock.fence = bson_iter_as_int64(&it);
-    } else if (BSON_ITER_HOLDS_BOOL(&it) && key == "waiters") {
-      lock.waiters = bson_iter_bool(&it);
-    } else if (key == "ticket") {
-      lock.ticket = iter_string(it);
-    } else if (key == "boot_id") {
-      lock.boot_id = iter_string(it);
-    } else if (key == "pid_ns") {
-      lock.pid_ns = iter_string(it);
-    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "pid_start") {
-      lock.pid_start = bson_iter_as_int64(&it);
+    if (const auto field = fields.find(std::string_view(bson_iter_key(&it))); field != fields.end()) {
+      field->second(lock, it);
     }
   }
   if (lock.name.empty()) lock.name = lock.program;
@@ -839,6 +849,51 @@ bool MongoStore::has_unique_index() {
   return found;
 }
 
+namespace {
+
+// The authentication mechanism of `uri` on the server whose hello response is `hello`: the URI's
+// authMechanism, else libmongoc's choice (_mongoc_cluster_auth_node): SCRAM-SHA-256 when the handshake's
+// saslSupportedMechs lists it, else SCRAM-SHA-1. "" without credentials.
+std::string auth_mechanism(const mongoc_uri_t* uri, const bson_t* hello) {
+  if (mongoc_uri_get_username(uri) == nullptr) return {};
+  if (const char* mechanism = mongoc_uri_get_auth_mechanism(uri); mechanism != nullptr) return mechanism;
+  std::string chosen = "SCRAM-SHA-1";
+  bson_iter_t it;
+  bson_iter_t mechs;
+  if (bson_iter_init_find(&it, hello, "saslSupportedMechs") && BSON_ITER_HOLDS_ARRAY(&it) &&
+      bson_iter_recurse(&it, &mechs)) {
+    while (bson_iter_next(&mechs)) {
+      if (BSON_ITER_HOLDS_UTF8(&mechs) && iter_string(mechs) == "SCRAM-SHA-256") chosen = "SCRAM-SHA-256";
+    }
+  }
+  return chosen;
+}
+
+// "name@db" of connectionStatus's authInfo.authenticatedUsers[0] in `reply`; "" when there is none.
+std::string authenticated_user(const bson_t* reply) {
+  bson_iter_t it;
+  bson_iter_t users;
+  bson_iter_t first;
+  bson_iter_t field;
+  if (!bson_iter_init_find(&it, reply, "authInfo") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+      !bson_iter_recurse(&it, &users) || !bson_iter_find(&users, "authenticatedUsers") ||
+      !BSON_ITER_HOLDS_ARRAY(&users) || !bson_iter_recurse(&users, &first) || !bson_iter_next(&first) ||
+      !BSON_ITER_HOLDS_DOCUMENT(&first) || !bson_iter_recurse(&first, &field)) {
+    return {};
+  }
+  std::string name;
+  std::string db;
+  while (bson_iter_next(&field)) {
+    const std::string_view key = bson_iter_key(&field);
+    if (key == "user") name = iter_string(field);
+    if (key == "db") db = iter_string(field);
+  }
+  if (name.empty()) return {};
+  return db.empty() ? name : name + "@" + db;
+}
+
+} // namespace
+
 ServerInfo MongoStore::server_info() {
   auto& impl = *m_impl;
   impl.connect();
@@ -847,10 +902,10 @@ ServerInfo MongoStore::server_info() {
   ServerDescriptionPtr server(mongoc_client_select_server(impl.client.get(), true, nullptr, &error));
   if (!server) impl.fail("server selection", error);
   info.address = mongoc_server_description_host(server.get())->host_and_port;
+  const bson_t* hello = mongoc_server_description_hello_response(server.get());
   bson_iter_t it;
-  if (bson_iter_init_find(&it, mongoc_server_description_hello_response(server.get()), "maxWireVersion")) {
+  if (bson_iter_init_find(&it, hello, "maxWireVersion"))
     info.max_wire_version = static_cast<int>(bson_iter_as_int64(&it));
-  }
   Bson command;
   BSON_APPEND_INT32(command.get(), "buildInfo", 1);
   Reply reply;
@@ -863,43 +918,13 @@ ServerInfo MongoStore::server_info() {
   info.tls = mongoc_uri_get_tls(uri);
   info.tls_ca_file = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCAFILE, "");
   info.tls_certificate = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, "");
-  if (const char* user = mongoc_uri_get_username(uri); user != nullptr) {
-    if (const char* mechanism = mongoc_uri_get_auth_mechanism(uri); mechanism != nullptr) {
-      info.mechanism = mechanism;
-    } else {
-      // libmongoc's choice without authMechanism (_mongoc_cluster_auth_node): SCRAM-SHA-256 when the
-      // handshake's saslSupportedMechs lists it, else SCRAM-SHA-1.
-      info.mechanism = "SCRAM-SHA-1";
-      bson_iter_t mechs;
-      if (bson_iter_init_find(&it, mongoc_server_description_hello_response(server.get()), "saslSupportedMechs") &&
-          BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &mechs)) {
-        while (bson_iter_next(&mechs)) {
-          if (BSON_ITER_HOLDS_UTF8(&mechs) && iter_string(mechs) == "SCRAM-SHA-256") info.mechanism = "SCRAM-SHA-256";
-        }
-      }
-    }
-  }
-  // Who the server says we are: connectionStatus.authInfo.authenticatedUsers[0].
+  info.mechanism = auth_mechanism(uri, hello);
+  // Who the server says we are.
   Bson status;
   BSON_APPEND_INT32(status.get(), "connectionStatus", 1);
   Reply status_reply;
-  bson_iter_t users;
-  bson_iter_t first;
-  if (mongoc_client_command_simple(impl.client.get(), "admin", status.get(), nullptr, status_reply.get(), &error) &&
-      bson_iter_init_find(&it, status_reply.get(), "authInfo") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-      bson_iter_recurse(&it, &users) && bson_iter_find(&users, "authenticatedUsers") && BSON_ITER_HOLDS_ARRAY(&users) &&
-      bson_iter_recurse(&users, &first) && bson_iter_next(&first) && BSON_ITER_HOLDS_DOCUMENT(&first)) {
-    bson_iter_t field;
-    std::string name;
-    std::string db;
-    if (bson_iter_recurse(&first, &field)) {
-      while (bson_iter_next(&field)) {
-        const std::string_view key = bson_iter_key(&field);
-        if (key == "user") name = iter_string(field);
-        if (key == "db") db = iter_string(field);
-      }
-    }
-    if (!name.empty()) info.user = db.empty() ? name : name + "@" + db;
+  if (mongoc_client_command_simple(impl.client.get(), "admin", status.get(), nullptr, status_reply.get(), &error)) {
+    info.user = authenticated_user(status_reply.get());
   }
   return info;
 }

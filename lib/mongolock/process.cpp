@@ -513,6 +513,25 @@ OrphanExec prepare_orphan_exec(const std::optional<std::string>& request) {
 
 } // namespace
 
+namespace {
+
+// Why the command could not start: the lease ended first (76), not found (127), or not executable (126).
+Error exec_failure(const std::string& name, int exec_errno) {
+  if (exec_errno == k_start_by_passed) {
+    return Error(k_exit_lease_lost, fmt::format("the lease's renew deadline passed before '{}' could start "
+                                                "(mongolock or its guardian was stopped or starved of CPU); "
+                                                "the command was not started",
+                                                name));
+  }
+  if (exec_errno == ENOENT || exec_errno == ENOTDIR) {
+    return Error(k_exit_not_found,
+                 fmt::format("command not found: '{}'; check the name and PATH, or give a full path", name));
+  }
+  return Error(k_exit_cannot_execute, fmt::format("cannot execute '{}': {}", name, std::strerror(exec_errno)));
+}
+
+} // namespace
+
 Child Child::spawn(const ChildSpec& spec) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   auto argv_strings = spec.argv;
@@ -592,18 +611,7 @@ Child Child::spawn(const ChildSpec& spec) {
 
   // exec failed: reap the child, hand back the terminal, and report why.
   (void)child.try_wait();
-  const std::string name = spec.argv.front();
-  if (exec_errno == k_start_by_passed) {
-    throw Error(k_exit_lease_lost, fmt::format("the lease's renew deadline passed before '{}' could start "
-                                               "(mongolock or its guardian was stopped or starved of CPU); "
-                                               "the command was not started",
-                                               name));
-  }
-  if (exec_errno == ENOENT || exec_errno == ENOTDIR) {
-    throw Error(k_exit_not_found,
-                fmt::format("command not found: '{}'; check the name and PATH, or give a full path", name));
-  }
-  throw Error(k_exit_cannot_execute, fmt::format("cannot execute '{}': {}", name, std::strerror(exec_errno)));
+  throw exec_failure(spec.argv.front(), exec_errno);
 }
 
 Child::Child(Child&& other) noexcept
