@@ -70,6 +70,7 @@ void Client::acquire() {
   request.takeover_grace = config.plant == Plant::no_grace ? Millis(0) : config.grace;
   request.slots = m_slots;
   request.fence = config.fence;
+  request.min_hold = config.min_hold;
   std::vector<LockRecord> seen;
   const auto started = m_world.now();
   try {
@@ -107,6 +108,7 @@ void Client::maybe_mark_waiters(const std::vector<LockRecord>& seen) {
 void Client::start(LockRecord lock) {
   const auto& timing = m_world.config().timing;
   const auto now = m_world.now();
+  m_world.acquired(lock);
   m_lock = std::move(lock);
   m_book.emplace(std::vector<LocalTime>{m_lock->sent}, timing);
   m_lost = false;
@@ -208,10 +210,22 @@ void Client::finish() {
   m_job = false;
   m_store.reconnect(std::nullopt);
   const auto program = m_lock->program;
+  // The lease counts as valid (the release is sent before its deadline): a --min-hold must be kept.
+  const bool valid = !m_lost && m_world.now() < m_book->deadline();
   try {
-    const auto result = m_locker.release(LockSelector{.program = program, .id = m_lock->id, .token = m_lock->token});
+    const LockSelector which{.program = program, .id = m_lock->id, .token = m_lock->token};
+    mongolock::ReleaseOutcome result;
+    if (m_world.config().plant == Plant::no_hold) {
+      result.kind =
+          m_locker.remove_and_wake(which) ? mongolock::ReleaseOutcome::released : mongolock::ReleaseOutcome::not_holder;
+    } else {
+      result = m_locker.release(which);
+    }
     m_world.note(fmt::format("{} released '{}': {}", m_tag, program,
-                             result.kind == mongolock::ReleaseOutcome::released ? "deleted" : "not the holder"));
+                             result.kind == mongolock::ReleaseOutcome::released   ? "deleted"
+                             : result.kind == mongolock::ReleaseOutcome::min_hold ? "kept for its minimum hold"
+                                                                                  : "not the holder"));
+    if (valid) m_world.released(*m_lock, result);
   } catch (const mongolock::Error& e) {
     m_world.note(fmt::format("{} could not release '{}': {}", m_tag, program, e.what()));
   }

@@ -68,11 +68,12 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 } // namespace
 
 Plant parse_plant(const std::string& text) {
-  for (const auto p :
-       {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn}) {
+  for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
+                       Plant::late_spawn, Plant::no_hold}) {
     if (text == plant_name(p)) return p;
   }
-  throw std::invalid_argument("unknown bug '" + text + "' (name-selector, no-grace, late-reply, rollback, late-spawn)");
+  throw std::invalid_argument("unknown bug '" + text +
+                              "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold)");
 }
 
 const char* plant_name(Plant plant) {
@@ -89,6 +90,8 @@ const char* plant_name(Plant plant) {
     return "rollback";
   case Plant::late_spawn:
     return "late-spawn";
+  case Plant::no_hold:
+    return "no-hold";
   }
   return "?";
 }
@@ -143,18 +146,19 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   draw_timing(rng, c, edge);
   const auto ttl = c.timing.ttl;
   c.chaos_every = rng.chance(0.8) ? ttl * rng.range(1, 3) : Millis(0);
+  if (rng.chance(plant == Plant::no_hold ? 1.0 : 0.3)) c.min_hold = rng.millis(Millis(1), ttl * 2);
   if (c.plant == Plant::rollback) c.semantics = WriteSemantics::ferretdb_v1;
   return c;
 }
 
 std::string World::run() {
   note(fmt::format("{} semantics, {} clients, names {}, ttl {} ms (renew every {} ms, deadline {} ms, kill grace "
-                   "{} ms), grace {} ms, fence {}, faults {}/{}/{}, chaos every {} ms, plant {}",
+                   "{} ms), grace {} ms, fence {}, min-hold {} ms, faults {}/{}/{}, chaos every {} ms, plant {}",
                    m_config.semantics == WriteSemantics::mongodb ? "mongodb" : "ferretdb", m_config.clients,
                    fmt::join(m_config.names, ","), m_config.timing.ttl.count(), m_config.timing.renew_interval.count(),
                    m_config.timing.renew_deadline.count(), m_config.timing.kill_grace.count(), m_config.grace.count(),
-                   m_config.fence, m_config.p_fail, m_config.p_lost, m_config.p_delay, m_config.chaos_every.count(),
-                   plant_name(m_config.plant)));
+                   m_config.fence, m_config.min_hold.count(), m_config.p_fail, m_config.p_lost, m_config.p_delay,
+                   m_config.chaos_every.count(), plant_name(m_config.plant)));
   try {
     run_until(m_start + m_config.horizon);
     check_invariants();
@@ -279,6 +283,30 @@ void World::purged(const mongolock::LockRecord& removed) {
         fmt::format("lock '{}' ({}) was taken over {} ms after it expired, before the takeover grace of {} ms",
                     removed.program, removed.id, (server_now() - removed.expires_at).count(), m_config.grace.count()));
   }
+}
+
+void World::released(const mongolock::LockRecord& lock, const mongolock::ReleaseOutcome& outcome) {
+  if (outcome.kind == mongolock::ReleaseOutcome::min_hold) {
+    count("min-hold releases");
+    m_holds[lock.program] = Hold{lock.id, outcome.hold_until};
+  } else if (outcome.kind == mongolock::ReleaseOutcome::released && server_now() < lock.hold_until &&
+             !broken(lock.id)) {
+    throw Violation(fmt::format("lock '{}' ({}) was deleted {} ms before the end of its minimum hold", lock.program,
+                                lock.id, (lock.hold_until - server_now()).count()));
+  }
+}
+
+void World::acquired(const mongolock::LockRecord& lock) {
+  const auto it = m_holds.find(lock.program);
+  if (it == m_holds.end() || it->second.id == lock.id) return;
+  // A reply that arrives late names an insert applied long ago (maybe broken since): only a document on the
+  // server now was inserted after the held one was gone.
+  if (const auto current = m_server.find(lock.program); !current || current->id != lock.id) return;
+  if (!broken(it->second.id) && server_now() < it->second.until) {
+    throw Violation(fmt::format("lock '{}' was acquired {} ms before the end of the previous holder's minimum hold",
+                                lock.program, (it->second.until - server_now()).count()));
+  }
+  m_holds.erase(it);
 }
 
 // After every step: per name, no more jobs running (nor holders counting their lease valid) than slots;

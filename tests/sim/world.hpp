@@ -6,6 +6,7 @@
 
 #include <mongolock/clock.hpp>
 #include <mongolock/lease.hpp>
+#include <mongolock/locker.hpp>
 #include <mongolock/memory_store.hpp>
 
 #include <cstdint>
@@ -32,6 +33,7 @@ enum class Plant {
   late_reply,    // the heartbeat counts a renewal reply that arrived after the renew deadline
   rollback,      // waiters set `waiters` on the holder's document (0.2.0): on FerretDB it can undo a renewal
   late_spawn,    // the job is started even when the first acquisition's renew deadline has passed
+  no_hold,       // a release deletes the lock by _id + token within its --min-hold
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -56,6 +58,7 @@ struct Config {
   std::vector<std::string> names;
   std::map<std::string, int> slots;
   bool fence = false;
+  Millis min_hold{0}; // --min-hold of every acquisition (0: none)
   mongolock::LeaseTiming timing{};
   Millis grace{2000};
   Millis horizon{60'000}; // virtual time the schedule runs
@@ -115,6 +118,11 @@ public:
   void attempt_held(const Client& client, const std::string& name, LocalTime started);
   // A purge of `removed` (selected by expired_by) took place now.
   void purged(const mongolock::LockRecord& removed);
+  // `lock`'s holder released it while its lease was valid, with `outcome` (--min-hold): a deletion must not
+  // come before its hold_until (server clock); a lock kept for its hold must not be taken before it.
+  void released(const mongolock::LockRecord& lock, const mongolock::ReleaseOutcome& outcome);
+  // `lock` was acquired now: not within the minimum hold of a lock of its slot released before.
+  void acquired(const mongolock::LockRecord& lock);
   [[nodiscard]] bool broken(const std::string& id) const { return m_broken.count(id) != 0; }
   void count(const char* what) { ++m_counts[what]; }
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
@@ -145,6 +153,11 @@ private:
   LocalTime m_outage_until{};
   std::set<std::string> m_broken; // _id of lock documents removed by `break`
   std::map<std::string, std::int64_t> m_last_fence;
+  struct Hold {
+    std::string id;
+    ServerTime until;
+  };
+  std::map<std::string, Hold> m_holds; // per program: a lock released into its minimum hold
   std::deque<std::string> m_trace;
   std::map<std::string, long> m_counts;
   long m_steps = 0;
