@@ -23,21 +23,28 @@ std::string first_line(const char* path) {
   return line;
 }
 
-// Fields 3 (state) and 5 (process group) of /proc/PID/stat, where COMM (field 2) may hold anything.
-struct StatFields {
-  char state = '?';
-  pid_t pgrp = 0;
-};
-std::optional<StatFields> stat_fields(std::string_view pid) {
+// The fields of /proc/PID/stat from field 3 (STATE) on: "PID (COMM) STATE PPID ...", where COMM may hold
+// spaces and parentheses, so they follow the last ')'. nullopt when there is no such process.
+std::optional<std::istringstream> stat_fields_after_comm(std::string_view pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string stat;
   if (!std::getline(in, stat)) return std::nullopt;
   const auto close = stat.rfind(')');
   if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(stat.substr(close + 1));
+  return std::istringstream(stat.substr(close + 1));
+}
+
+// Fields 3 (state) and 5 (process group) of /proc/PID/stat.
+struct StatFields {
+  char state = '?';
+  pid_t pgrp = 0;
+};
+std::optional<StatFields> stat_fields(std::string_view pid) {
+  auto fields = stat_fields_after_comm(pid);
+  if (!fields) return std::nullopt;
   StatFields out;
   pid_t ppid = 0;
-  if (!(fields >> out.state >> ppid >> out.pgrp)) return std::nullopt;
+  if (!(*fields >> out.state >> ppid >> out.pgrp)) return std::nullopt;
   return out;
 }
 
@@ -80,15 +87,10 @@ bool job_group_gone(int fd) {
 } // namespace
 
 std::optional<std::int64_t> process_start(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string stat;
-  if (!std::getline(in, stat)) return std::nullopt;
-  // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses; fields 3.. follow the last ')'.
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(stat.substr(close + 1));
+  auto fields = stat_fields_after_comm(std::to_string(pid));
+  if (!fields) return std::nullopt;
   std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
+  for (int i = 3; i <= 22 && *fields >> field; ++i) {
     if (i != 22) continue;
     std::int64_t start = 0;
     const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), start);
