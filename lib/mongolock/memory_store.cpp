@@ -1,3 +1,4 @@
+#include <mongolock/error.hpp>
 #include <mongolock/memory_store.hpp>
 
 #include <fmt/format.h>
@@ -8,12 +9,15 @@ namespace mongolock {
 
 namespace {
 
-// An EventFeed over the store's event list: reads what was appended since it was made (from the two
-// newest on, as MongoStore's cursor does), never waits.
+// An EventFeed over the store's event list: reads what was appended since it was made (from the newest
+// on, as MongoStore's cursor does: it consumes the older of the two newest as its first batch), never
+// waits. Throws Error (69) once the store broke its feeds (MemoryStore::break_feeds()).
 class MemoryFeed final : public EventFeed {
 public:
-  MemoryFeed(const std::vector<WakeEvent>& events, std::size_t from) : m_events(events), m_next(from) {}
+  MemoryFeed(const std::vector<WakeEvent>& events, std::size_t from, const int& generation)
+      : m_events(events), m_next(from), m_generation(generation), m_made_in(generation) {}
   std::optional<WakeEvent> wait(const std::vector<std::string>& names) override {
+    if (m_generation != m_made_in) throw unavailable_error("the in-memory store closed the tailable cursor");
     while (m_next < m_events.size()) {
       const auto& event = m_events[m_next++];
       if (std::find(names.begin(), names.end(), event.name) != names.end()) return event;
@@ -24,6 +28,8 @@ public:
 private:
   const std::vector<WakeEvent>& m_events;
   std::size_t m_next;
+  const int& m_generation;
+  int m_made_in;
 };
 
 ServerTime server_now(Millis skew) {
@@ -199,7 +205,8 @@ void MemoryStore::append_event(std::string_view name, std::string_view ticket) {
 }
 
 std::unique_ptr<EventFeed> MemoryStore::follow_events(Millis) {
-  return std::make_unique<MemoryFeed>(m_events, m_events.size() >= 2 ? m_events.size() - 2 : 0);
+  return std::make_unique<MemoryFeed>(m_events, m_events.size() >= 2 ? m_events.size() - 1 : m_events.size(),
+                                      m_feed_generation);
 }
 
 void MemoryStore::insert_runs(std::vector<RunRecord>& records) {

@@ -37,6 +37,10 @@ public:
   };
   [[nodiscard]] const std::vector<Write>& lock_writes() const { return m_writes; }
 
+  // Fault injection: every feed made so far throws Error (69) at its next wait, as a server that closes
+  // its tailable cursors does (FerretDB v1 when it trims a capped collection); feeds made later work.
+  void break_feeds() { ++m_feed_generation; }
+
   // Runs between the read and the write of the next update or delete of a lock document (once; FerretDB
   // semantics only: with MongoDB's the write is atomic and this runs after it). Set it again for more.
   std::function<void()> between;
@@ -103,6 +107,7 @@ private:
   std::vector<RunRecord> m_runs;
   std::vector<Write> m_writes;
   std::int64_t m_next_id = 1;
+  int m_feed_generation = 0;
 };
 
 // True when `lock` matches every condition `which` sets (MongoDB's filter semantics for LockSelector).

@@ -112,8 +112,10 @@ Waiter::Pause Waiter::queued() {
   // A woken head tries first and renews its tickets after (not in the handover).
   const bool woken_head = m_state == State::head && m_try_now && m_queue->ticket_live();
   if (!woken_head && !m_queue->keep_alive(ticket_lease())) rejoined();
-  if (m_requeue || (m_state != State::head && recheck_due())) read_queue();
-  m_requeue = false;
+  if (m_requeue || (m_state != State::head && recheck_due())) {
+    m_requeue = false; // (read_queue() may ask for one more read: the next step's)
+    read_queue();
+  }
   if (m_queue->superseded()) {
     m_state = State::superseded;
     m_log.info(fmt::format("a newer run of {} with --replace joined the queue ahead of this one; not run",
@@ -212,8 +214,11 @@ void Waiter::place(int position, Millis elapsed) {
   m_read_position = position;
   if (m_state == State::far) {
     m_feed.reset(); // only the first in line follow the events
-  } else {
+  } else if (!m_feed) {
+    // A replacing run that joined between this read and the cursor's start is in neither: read the queue
+    // once more, now that the events are followed, before any attempt at the lock.
     follow();
+    if (m_feed) m_requeue = true;
   }
   if (before != m_state) {
     m_log.debugf("queue: {} -> {} (place {} in line{})", state_name(before), state_name(m_state), position,
@@ -347,8 +352,10 @@ void Waiter::on_feed_error(const Error& e) {
     m_push_off = true;
     m_log.debugf("push wake-ups stopped; polling every {}", format_duration(m_policy.queue.poll));
   }
+  // Events of the gap may be lost (also a replacing run's, the only one that tells a head it is not first
+  // any more): read the queue at once, then the head tries the lock.
   m_try_now = m_state == State::head;
-  m_reread = m_state != State::head;
+  m_requeue = true;
   m_quiet = false;
 }
 

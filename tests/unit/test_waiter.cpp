@@ -144,6 +144,38 @@ TEST_CASE("A waiter that times out leaves no ticket; without --wait there is one
   CHECK(store.tickets({"job"}).size() == 1);
 }
 
+TEST_CASE("A head whose event cursor failed reads the queue before it takes the lock (run --replace)") {
+  // The cursor closed (FerretDB v1 trims capped collections once a minute) and, in the gap, a newer
+  // replacing run joined ahead and announced itself; a follow-up event made that announcement the older
+  // of the two newest, which a new cursor passes over. The old replacing run must still learn of it.
+  MemoryStore store;
+  Locker holder(store, quiet);
+  auto held = holder.try_acquire(request("job", "h:1"));
+  REQUIRE(held);
+  WaitPolicy policy{.wait = Millis::max(), .replace = true};
+  Locker old_locker(store, quiet);
+  Waiter old_run(old_locker, {request("job", "o:1")}, policy);
+  CHECK(old_run.step(short_sleep));
+  REQUIRE(old_run.state() == State::head);
+
+  store.break_feeds();
+  Locker new_locker(store, quiet);
+  Waiter new_run(new_locker, {request("job", "n:1")}, policy);
+  CHECK(new_run.step(short_sleep));
+  CHECK(new_run.state() == State::head);
+  store.append_event("other", "");
+
+  for (int i = 0; i < 5 && old_run.step(short_sleep); ++i) {}
+  CHECK(old_run.state() == State::superseded);
+
+  // The holder ends: the newer replacing run takes the lock; the superseded one never does.
+  REQUIRE(holder.release(LockSelector{.program = "job", .id = held->id, .token = held->token}).kind ==
+          ReleaseOutcome::released);
+  for (int i = 0; i < 10 && new_run.step(short_sleep); ++i) {}
+  CHECK(new_run.state() == State::acquired);
+  CHECK(store.find("job")->process == "n:1");
+}
+
 TEST_SUITE_END();
 
 TEST_SUITE_BEGIN("WaitQueue");
