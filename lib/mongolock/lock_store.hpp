@@ -26,28 +26,30 @@ struct LockRecord {
   ServerTime renewed_at{};  // [renewed_at] server clock, UTC; equals acquired_at until renewed
   ServerTime hold_until{};  // [hold_until] server clock, UTC; a release before this only ends the
                             // lease at hold_until (--min-hold); the epoch (1970) without it
-  std::optional<ServerTime> released_at; // [released_at] set by a release during the minimum hold
-  Millis ttl{0};                         // [ttl_ms] the lease length, milliseconds
-  std::string host;                      // [host] the holder's host name
-  std::string user;                      // [user] the holder's user name
-  std::string command;                   // [command] run: the command's name only, never its arguments
-  std::optional<std::int64_t> fence;     // [fence] fencing token, when taken with --fence
-  bool waiters = false;                  // [waiters] true when waiters were queued for the name: its
-                                         // release appends a wake-up event (queue.hpp). Set only by the
-                                         // holder: at its insert (taken from the queue) or after it read the
-                                         // queue (Locker::mark_if_waited), never by a waiter
-  bool mark_next = false;                // not stored: the holder saw waiters; its next renewal sets `waiters`
-  LocalTime sent{};                      // not stored: the local time (LeaseClock) at which this holder sent
-                                         // the insert or its last successful renewal; the lease's renew
-                                         // deadline counts from it
-  std::string boot_id;                   // [boot_id] run: the holder host's boot id (liveness.hpp); "" otherwise
-  std::string pid_ns;                    // [pid_ns] run: the holder's PID namespace, e.g. "pid:[4026531836]"
-  std::optional<std::int64_t> pid_start; // [pid_start] run: when mongolock's process started (clock ticks
-                                         // after boot, /proc/PID/stat): a later process with its pid is
-                                         // not the holder
-  std::string ticket;                    // [ticket] taken from the queue: the _id of the holder's queue ticket
-                                         // of this name (deleted once the lock was taken); "" otherwise. The
-                                         // wake-up event of its release names it (WakeEvent)
+  std::optional<ServerTime> released_at;   // [released_at] set by a release during the minimum hold
+  Millis ttl{0};                           // [ttl_ms] the lease length, milliseconds
+  std::string host;                        // [host] the holder's host name
+  std::string user;                        // [user] the holder's user name
+  std::string command;                     // [command] run: the command's name only, never its arguments
+  std::optional<std::int64_t> fence;       // [fence] fencing token, when taken with --fence
+  bool waiters = false;                    // [waiters] true when waiters were queued for the name: its
+                                           // release appends a wake-up event (queue.hpp). Set only by the
+                                           // holder: at its insert (taken from the queue) or after it read the
+                                           // queue (Locker::mark_if_waited), never by a waiter
+  bool mark_next = false;                  // not stored: the holder saw waiters; its next renewal sets `waiters`
+  LocalTime sent{};                        // not stored: the local time (LeaseClock) at which this holder sent
+                                           // the insert or its last successful renewal; the lease's renew
+                                           // deadline counts from it
+  std::string boot_id;                     // [boot_id] run: the holder host's boot id (liveness.hpp); "" otherwise
+  std::string pid_ns;                      // [pid_ns] run: the holder's PID namespace, e.g. "pid:[4026531836]"
+  std::optional<std::int64_t> pid_start;   // [pid_start] run: when mongolock's process started (clock ticks
+                                           // after boot, /proc/PID/stat): a later process with its pid is
+                                           // not the holder
+  std::string ticket;                      // [ticket] taken from the queue: the _id of the holder's queue ticket
+                                           // of this name (deleted once the lock was taken); "" otherwise. The
+                                           // wake-up event of its release names it (WakeEvent)
+  std::optional<std::int64_t> replace_seq; // [replace_seq] taken by run --replace from the queue: the seq of
+                                           // its ticket (< 0; a newer replacing run's is lower, WaitQueue::join)
 };
 
 // Which lock document a write may touch: always by program, narrowed by every field that is set.

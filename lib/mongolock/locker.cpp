@@ -26,6 +26,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   lock.command = request.command;
   lock.host = request.process.substr(0, request.process.rfind(':'));
   lock.ticket = request.ticket;
+  lock.replace_seq = request.replace_seq;
   lock.boot_id = request.boot_id;
   lock.pid_ns = request.pid_ns;
   lock.pid_start = request.pid_start;
@@ -133,11 +134,13 @@ Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
   for (const auto& request : requests) {
     const auto now = m_store.clock().earliest_now(); // a lock counts as free only once expired for sure
     std::map<std::string, ServerTime> taken;         // program -> when it may be taken over
+    std::optional<std::int64_t> replace_seq;
     for (const auto& lock : m_store.list(request.name)) {
       if (lock.expires_at <= now - request.takeover_grace) continue;
       // A holder provably dead on this host (no server command: /proc and its holder file): free now.
       if (request.holder_dead && lock.hold_until <= now && request.holder_dead(lock, false)) continue;
       taken[lock.program] = lock.expires_at + request.takeover_grace;
+      if (lock.replace_seq && (!replace_seq || *lock.replace_seq < *replace_seq)) replace_seq = lock.replace_seq;
     }
     bool free = false;
     auto takeover_at = ServerTime::max();
@@ -146,7 +149,7 @@ Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
       free = it == taken.end();
       if (!free) takeover_at = std::min(takeover_at, it->second);
     }
-    if (!free) return Busy{request.name, takeover_at};
+    if (!free) return Busy{request.name, takeover_at, replace_seq};
   }
   return {};
 }

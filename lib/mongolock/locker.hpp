@@ -29,6 +29,7 @@ struct AcquireRequest {
   bool fence = false;          // --fence: allocate a fencing token for the acquisition
   bool waiters = false;        // mark the lock document `waiters` (taken from the queue: its release wakes the queue)
   std::string ticket;          // taken from the queue: this waiter's ticket of the name (LockRecord::ticket)
+  std::optional<std::int64_t> replace_seq; // run --replace, taken from the queue: its ticket's seq (LockRecord)
   // run: where the holder runs, recorded in the document (LockRecord::boot_id, pid_ns, pid_start), and
   // the test for an instant takeover of a live-looking lock whose holder is provably dead on this host
   // (liveness.hpp: holder_provably_dead(); its second argument: the lock is about to be taken over, so
@@ -167,6 +168,7 @@ private:
   struct Busy {
     std::string name;
     ServerTime takeover_at = ServerTime::max();
+    std::optional<std::int64_t> replace_seq; // the lowest LockRecord::replace_seq among its live holders
   };
   Busy busy_name(const std::vector<AcquireRequest>& requests);
 

@@ -179,6 +179,7 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   if (!lock.boot_id.empty()) append_string(doc, "boot_id", lock.boot_id);
   if (!lock.pid_ns.empty()) append_string(doc, "pid_ns", lock.pid_ns);
   if (lock.pid_start) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
+  if (lock.replace_seq) BSON_APPEND_INT64(doc, "replace_seq", *lock.replace_seq);
 }
 
 std::string iter_string(const bson_iter_t& it) {
@@ -244,6 +245,8 @@ const std::map<std::string_view, LockField, std::less<>>& lock_fields() {
       {"boot_id", string_field<&LockRecord::boot_id>},
       {"pid_ns", string_field<&LockRecord::pid_ns>},
       {"pid_start", [](LockRecord& l, const bson_iter_t& it) { l.pid_start = number(it) ? number(it) : l.pid_start; }},
+      {"replace_seq",
+       [](LockRecord& l, const bson_iter_t& it) { l.replace_seq = number(it) ? number(it) : l.replace_seq; }},
   };
   return fields;
 }

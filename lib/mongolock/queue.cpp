@@ -17,6 +17,7 @@ bool WaitQueue::anyone_waiting(const std::vector<std::string>& names) {
 }
 
 void WaitQueue::join(const std::vector<std::string>& names, const std::string& process, bool front) {
+  const auto previous = seq();
   leave();
   m_names = names;
   m_process = process;
@@ -27,8 +28,16 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   for (int attempt = 0; attempt < 100; ++attempt) {
     auto seq = m_store.highest_ticket() + 1; // also makes the unique index
     if (front) {
+      // Tickets first, then holders: a replacing run that took a lock between the two reads inserted its
+      // lock before it deleted its ticket, so one of the reads sees it.
       const auto tickets = m_store.tickets(names); // by seq: the first is the lowest
-      seq = std::min<std::int64_t>(tickets.empty() ? 0 : tickets.front().seq, 0) - 1;
+      auto lowest = std::min<std::int64_t>(tickets.empty() ? 0 : tickets.front().seq, 0);
+      for (const auto& name : names) {
+        for (const auto& lock : m_store.list(name))
+          lowest = std::min(lowest, lock.replace_seq.value_or(0));
+      }
+      if (previous && m_front && lowest < *previous) m_passed = true;
+      seq = lowest - 1;
     }
     const auto sent = LeaseClock::now();
     const auto now = m_store.clock().latest(sent); // the lease never looks shorter to others

@@ -85,9 +85,11 @@ public:
   [[nodiscard]] bool anyone_waiting(const std::vector<std::string>& names);
 
   // Joins the back of the queue of every name in `names` with one seq, as waiter `process` ("host:pid");
-  // with `front` (run --replace), the front instead: a seq below every ticket of these names (negative:
-  // is_replace()), so the newest replacing run is first in line. A rejoin keeps the side. Throws Error (69)
-  // on server errors (tickets inserted so far are deleted again).
+  // with `front` (run --replace), the front instead: a seq below every ticket of these names and every
+  // LockRecord::replace_seq of their holders (negative: is_replace()), so the newest replacing run is
+  // first in line and passes a replacing run that holds. A rejoin keeps the side (and, at the front, finds
+  // itself superseded() when a newer replacing run joined meanwhile). Throws Error (69) on server errors
+  // (tickets inserted so far are deleted again).
   void join(const std::vector<std::string>& names, const std::string& process, bool front = false);
 
   // True for the ticket of a replacing run (run --replace): its seq is negative (join()'s `front`).
@@ -95,7 +97,12 @@ public:
 
   // A replacing run (joined at the front) that a newer replacing run has passed: a live ticket is ahead of
   // it on some name (as of the last at_head()). Always false for a waiter that joined at the back.
-  [[nodiscard]] bool superseded() const { return m_front && !head(); }
+  [[nodiscard]] bool superseded() const { return m_front && (m_passed || !head()); }
+
+  // The seq of this waiter's tickets (one for all its names); nullopt when it has none.
+  [[nodiscard]] std::optional<std::int64_t> seq() const {
+    return m_tickets.empty() ? std::nullopt : std::optional(m_tickets.front().seq);
+  }
 
   // Renews the tickets to a lease of `lease` (ticket_lease near the head, far_ticket_lease farther back)
   // once renewal_due() has come (one update per name). When a ticket was lost (expired while this process stalled, or
@@ -173,8 +180,9 @@ private:
     ServerTime expires_at;
   };
   std::map<std::string, StaleWatch> m_stale;
-  bool m_read = false;  // at_head() ran since joining
-  bool m_front = false; // joined at the front (run --replace)
+  bool m_read = false;   // at_head() ran since joining
+  bool m_front = false;  // joined at the front (run --replace)
+  bool m_passed = false; // at the front, rejoined after a newer replacing run had joined: superseded()
 };
 
 // The live tickets of `tickets` (expires_at > now), in line order, numbered 1.. per name: for status/list.

@@ -163,7 +163,9 @@ private:
   }
 
   // run --replace: reads the queue of the run's names (one find, bounded to finish before the renewal due
-  // at `next`, at most 1 s); a live ticket of a replacing run of another process: replaced(). Errors only
+  // at `next`, at most 1 s); a live ticket of a replacing run of another process: replaced(), unless this
+  // run took the lock as a replacing run that joined after it (LockRecord::replace_seq: an older replacing
+  // run that missed being passed finds itself superseded when it reads this lock). Errors only
   // delay it to the next check.
   void check_replace(LocalTime next) {
     {
@@ -178,8 +180,10 @@ private:
       for (const auto& lock : m_locks)
         if (std::find(names.begin(), names.end(), lock.name) == names.end()) names.push_back(lock.name);
       const auto now = store.clock().earliest_now();
+      const auto own = m_locks.front().replace_seq; // taken as a replacing run: only a newer one (lower) counts
       for (const auto& ticket : store.tickets(names)) {
-        if (!WaitQueue::is_replace(ticket) || ticket.expires_at <= now || ticket.process == m_locks.front().process) {
+        if (!WaitQueue::is_replace(ticket) || ticket.expires_at <= now || ticket.process == m_locks.front().process ||
+            (own && ticket.seq >= *own)) {
           continue;
         }
         {

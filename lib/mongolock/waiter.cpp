@@ -117,9 +117,7 @@ Waiter::Pause Waiter::queued() {
     read_queue();
   }
   if (m_queue->superseded()) {
-    m_state = State::superseded;
-    m_log.info(fmt::format("a newer run of {} with --replace joined the queue ahead of this one; not run",
-                           fmt::join(m_names, ", ")));
+    supersede();
     return {};
   }
   m_reread = false;
@@ -127,7 +125,7 @@ Waiter::Pause Waiter::queued() {
   m_takeover_at = ServerTime::max();
   if (m_state == State::head) {
     Pause again;
-    if (head_attempt(again)) return {};
+    if (head_attempt(again) || m_state == State::superseded) return {};
     if (again.now) return again;
     if (woken_head && !m_queue->keep_alive(ticket_lease())) rejoined();
   } else {
@@ -158,10 +156,20 @@ bool Waiter::head_attempt(Pause& again) {
     again.now = true;
     return false;
   }
+  if (m_policy.replace && busy.replace_seq && *busy.replace_seq < m_queue->seq().value_or(0)) {
+    supersede(); // a newer replacing run took the lock (this run missed its ticket; it left the queue since)
+    return false;
+  }
   m_outcome.held = busy.name.empty() ? m_names.front() : busy.name;
   m_outcome.holders.clear(); // they may be of another name: the message reads them
   m_takeover_at = busy.takeover_at;
   return false;
+}
+
+void Waiter::supersede() {
+  m_state = State::superseded;
+  m_log.info(fmt::format("a newer run of {} with --replace joined the queue ahead of this one; not run",
+                         fmt::join(m_names, ", ")));
 }
 
 bool Waiter::take() {
@@ -171,6 +179,7 @@ bool Waiter::take() {
   for (auto& request : m_requests) {
     request.waiters = m_feed != nullptr || (m_idle && !m_push_off);
     request.ticket = m_queue->ticket_of(request.name);
+    if (m_policy.replace) request.replace_seq = m_queue->seq();
   }
   if (!m_locker.attempt_all(m_requests, false, m_outcome)) return false;
   // The caller closes the cursor and deletes the tickets, after the handover.

@@ -8,6 +8,7 @@
 //     └──(moved up: among the first `followers`)──▶ near ──(every waiter ahead left)──▶ head
 //   any queued state ──(policy.wait passed)──▶ timed_out; ──(the sleeper says stop)──▶ interrupted
 //   any queued state ──(policy.replace, and a newer replacing run joined ahead)──▶ superseded
+//   head ──(policy.replace, and the lock's holder is a newer replacing run: LockRecord::replace_seq)──▶ superseded
 //
 // Only `near` and `head` follow the wake-up events (a tailable cursor: see QueueTiming for what it
 // costs the server), and only while the line moves (it moved within QueueTiming::follow_idle; else they
@@ -61,6 +62,7 @@ private:
   Pause queued();
   // The head's attempt: true when taken; otherwise records who holds what and when it may be taken over.
   bool head_attempt(Pause& again);
+  void supersede();
   bool take();
   // Reads the queue and moves to far, near or head by the waiter's place in line.
   void read_queue();

@@ -8,6 +8,9 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py now        the server's clock (hello's localTime), epoch milliseconds
     mongo.py tickets NAME  the queue tickets of NAME (collection <collection>_queue), one
                         "seq process" line each, in seq order; expired ones too
+    mongo.py insert-ticket NAME SEQ PROCESS SECONDS  insert a queue ticket of NAME with that seq and holder,
+                        live for SECONDS from the server's clock: a waiter (or, seq < 0, a waiting
+                        replacing run) as another client would have queued it
     mongo.py set NAME FIELD VALUE  set a string field of NAME's lock document to VALUE's bytes as given
                         (also invalid UTF-8): what another client could store
     mongo.py runs [NAME]  the run history (collection <collection>_runs), of NAME or of every name, as one
@@ -180,6 +183,14 @@ def main():
             die(f"find failed: {reply}")
         for doc in reply["cursor"]["firstBatch"]:
             print(f"{doc['seq']} {doc['process']}")
+    elif what == "insert-ticket" and len(sys.argv) == 6:
+        now = command({"hello": 1, "$db": "admin"})["localTime"]
+        now = now.ms if isinstance(now, Date) else int(now)
+        doc = {"name": sys.argv[2], "seq": int(sys.argv[3]), "process": sys.argv[4], "since": Date(now),
+               "expires_at": Date(now + int(float(sys.argv[5]) * 1000))}
+        reply = command({"insert": coll + "_queue", "documents": [doc], "$db": db})
+        if reply.get("ok") != 1.0 or reply.get("n") != 1:
+            die(f"insert failed: {reply}")
     elif what == "set" and len(sys.argv) == 5:
         # set PROGRAM FIELD VALUE: what another client could store (VALUE's bytes as given, even invalid UTF-8)
         value = sys.argv[4].encode("utf-8", "surrogateescape")

@@ -113,6 +113,30 @@ only_replaceable_holders() {
   assert_contains "$T/runs" '"outcome": "skipped"'
 }
 
+# A replacing run that holds is stopped only by a newer replacing run: one that queued before it (an
+# older replacing run that missed being passed, planted here as its live ticket) waits; one that queues
+# after it (its seq lower than the holder's replace_seq) replaces it.
+only_newer_replacing_runs() {
+  NAME=$(lock_name)
+  : >"$T/log"
+  python3 "$ITEST_DIR/mongo.py" insert-ticket "$NAME" -1 "old-host:4242" 60 || fail "cannot plant the ticket"
+  start_job a --replace
+  local a=$BG_PID
+  wait_until 10 started a
+  read_doc "$NAME"
+  assert_eq "$(doc_field replace_seq)" "-2" "the holder's replace_seq (it joined ahead of the planted -1)"
+  sleep 2 # four queue checks of the holder
+  kill -0 "$a" 2>/dev/null || fail_with "the holder was stopped by an older replacing run" a "$T/a.err"
+  ! grep -q "^term a " "$T/log" || fail "the holder's job got SIGTERM from an older replacing run"
+  start_job b --replace
+  local b=$BG_PID
+  expect_bg_exit 75 "$a" a
+  assert_matches "$T/a.err" "replaced by a newer run on $HOST:$b; stopping the command"
+  wait_until 20 started b || fail_with "the newer replacing run did not start" b "$T/b.err"
+  kill -TERM "$b"
+  wait_bg "$b" b
+}
+
 # From another host (its own UTS namespace), the same.
 from_another_host() {
   unshare --uts true 2>/dev/null || skip "another host needs unshare --uts (root)"
@@ -145,6 +169,7 @@ run_case "run --replace: the holder's job is stopped, the newest run starts" new
 run_case "run --replace: a job that ignores SIGTERM is killed after the kill grace" ignores_sigterm
 run_case "run --replace: ahead of waiters that queued first" ahead_of_waiters
 run_case "run --replace: a holder without --replace runs to its end; the newest replacing run wins" only_replaceable_holders
+run_case "run --replace: only a newer replacing run stops a replacing holder" only_newer_replacing_runs
 run_case "run --replace from another host" from_another_host
 run_case "run --replace with --slots: 64; --wait bounds the wait" bad_combinations
 finish

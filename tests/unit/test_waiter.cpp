@@ -176,6 +176,36 @@ TEST_CASE("A head whose event cursor failed reads the queue before it takes the 
   CHECK(store.find("job")->process == "n:1");
 }
 
+TEST_CASE("An older replacing run that missed being passed is superseded by the lock's newer holder") {
+  // Without push (or with every event lost), the old replacing run, first in line, looks only at the
+  // lock; a newer replacing run joins ahead, and takes the lock as soon as it is free.
+  MemoryStore store;
+  Locker holder(store, quiet);
+  auto held = holder.try_acquire(request("job", "h:1"));
+  REQUIRE(held);
+  WaitPolicy policy{.wait = Millis::max(), .push = false, .replace = true};
+  Locker old_locker(store, quiet);
+  Waiter old_run(old_locker, {request("job", "o:1")}, policy);
+  CHECK(old_run.step(short_sleep));
+  REQUIRE(old_run.state() == State::head);
+  Locker new_locker(store, quiet);
+  Waiter new_run(new_locker, {request("job", "n:1")}, policy);
+  CHECK(new_run.step(short_sleep));
+  REQUIRE(holder.release(LockSelector{.program = "job", .id = held->id, .token = held->token}).kind ==
+          ReleaseOutcome::released);
+  for (int i = 0; i < 10 && new_run.step(short_sleep); ++i) {}
+  REQUIRE(new_run.state() == State::acquired);
+  new_run.outcome().leave_queue(); // its ticket is gone: only the lock tells that it passed the old run
+  const auto lock = store.find("job");
+  REQUIRE(lock);
+  CHECK(lock->process == "n:1");
+  REQUIRE(lock->replace_seq);
+  CHECK(*lock->replace_seq < 0);
+
+  CHECK_FALSE(old_run.step(short_sleep));
+  CHECK(old_run.state() == State::superseded);
+}
+
 TEST_SUITE_END();
 
 TEST_SUITE_BEGIN("WaitQueue");
@@ -248,11 +278,25 @@ TEST_CASE("A replacing run joins at the front; a newer one passes it (run --repl
     CHECK(WaitQueue::is_replace(t) == (t.process != "a:1"));
   }
   CHECK(seqs == std::vector<std::int64_t>{-2, -1, 1});
+  // A replacing run that joins while another holds the lock goes below the holder's seq too (its ticket
+  // is gone by then), so the holder can tell a newer replacing run from an older one.
+  LockRecord holding;
+  holding.name = holding.program = "job";
+  holding.process = "r:0";
+  holding.expires_at = store.clock().now() + 30s;
+  holding.replace_seq = -7;
+  REQUIRE(store.insert(holding));
+  WaitQueue r3(store, quiet);
+  r3.join({"job"}, "r:3", true);
+  CHECK(r3.seq() == -8);
+  CHECK(r3.at_head());
+  CHECK_FALSE(r2.at_head());
+  CHECK(r2.superseded());
   // A waiter that then joins at the back is behind all of them.
   WaitQueue b(store, quiet);
   b.join({"job"}, "b:1");
   CHECK_FALSE(b.at_head());
-  CHECK(b.position() == 4);
+  CHECK(b.position() == 5);
 }
 
 TEST_SUITE_END();
