@@ -27,6 +27,8 @@ Client::Client(World& world, int id)
 }
 
 void Client::kill() {
+  (void)m_waiter.release(); // the process is gone: nothing deletes its tickets (they expire)
+  (void)m_skipper.release();
   m_state = State::dead;
   m_died_at = std::min(m_died_at, m_world.now());
 }
@@ -40,6 +42,16 @@ void Client::step() {
       m_slots = m_world.config().slots.at(m_want);
       m_want_until = m_world.now() + m_world.config().timing.ttl * m_world.rng().range(1, 4);
       m_state = State::wanting;
+      if (m_world.rng().chance(m_world.config().p_wait)) {
+        mongolock::WaitPolicy policy{.wait = std::chrono::ceil<Millis>(m_want_until - m_world.now()),
+                                     .push = m_world.config().push};
+        if (m_world.config().plant == Plant::no_poll) {
+          for (auto* d : {&policy.queue.poll, &policy.queue.push_check, &policy.queue.push_recheck,
+                          &policy.queue.follow_idle, &policy.queue.idle_poll})
+            *d = Millis(600'000);
+        }
+        m_waiter = std::make_unique<mongolock::Waiter>(m_locker, std::vector{request()}, policy);
+      }
       acquire();
       break;
     }
@@ -60,7 +72,7 @@ void Client::step() {
   }
 }
 
-void Client::acquire() {
+mongolock::AcquireRequest Client::request() const {
   const auto& config = m_world.config();
   mongolock::AcquireRequest request;
   request.name = m_want;
@@ -71,6 +83,88 @@ void Client::acquire() {
   request.slots = m_slots;
   request.fence = config.fence;
   request.min_hold = config.min_hold;
+  return request;
+}
+
+// One step of the real Waiter; its pauses become this client's wake-up time (a wait for an event runs
+// inside the step, as a getMore on virtual time).
+void Client::wait_in_queue() {
+  Millis pause{0};
+  const auto sleeper = [&pause](Millis d) {
+    pause = d;
+    return true;
+  };
+  m_parked_until.reset();
+  try {
+    if (m_waiter->step(sleeper)) {
+      m_wake_at = m_parked_until ? *m_parked_until : m_world.now() + pause;
+      const bool head = m_waiter->state() == mongolock::Waiter::State::head;
+      if (!head) m_head_since.reset();
+      if (head && !m_head_since) m_head_since = m_world.now();
+      return;
+    }
+  } catch (const mongolock::Error& e) {
+    m_world.note(fmt::format("{} waiting for '{}': error: {}; exits", m_tag, m_want, e.what()));
+    m_head_since.reset();
+    m_waiter.reset(); // run exits 69; its tickets are deleted on the way out
+    idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl));
+    return;
+  }
+  m_head_since.reset();
+  auto outcome = std::move(m_waiter->outcome());
+  const auto state = m_waiter->state();
+  m_waiter.reset();
+  if (state != mongolock::Waiter::State::acquired) {
+    m_world.note(fmt::format("{} waiting for '{}': {}", m_tag, m_want, mongolock::Waiter::state_name(state)));
+    idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl));
+    return;
+  }
+  m_world.note(fmt::format("{} took '{}' from the queue", m_tag, m_want));
+  start(outcome.locks.front());
+  outcome.leave_queue(); // once the job started (run: after the handover)
+}
+
+// The planted bug: joins the queue like a waiter (its ticket and the taken lock's `ticket` look right),
+// then takes the lock as soon as it finds it free, without looking at who waits ahead.
+void Client::skip_queue() {
+  try {
+    if (!m_skipper) {
+      m_skipper = std::make_unique<mongolock::WaitQueue>(m_store, m_log, mongolock::QueueTiming{});
+      m_skipper->join({m_want}, request().process);
+    }
+    (void)m_skipper->keep_alive(mongolock::QueueTiming{}.ticket_lease);
+    auto r = request();
+    r.ticket = m_skipper->ticket_of(m_want);
+    r.waiters = true;
+    if (auto lock = m_locker.try_acquire(r, false)) {
+      m_waiter.reset();
+      start(std::move(*lock));
+      m_skipper.reset();
+      return;
+    }
+  } catch (const mongolock::Error& e) {
+    m_world.note(fmt::format("{} skipping the queue of '{}': error: {}", m_tag, m_want, e.what()));
+  }
+  if (m_world.now() >= m_want_until) {
+    m_waiter.reset();
+    m_skipper.reset();
+    idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl));
+    return;
+  }
+  m_wake_at = m_world.now() + m_world.rng().millis(Millis(50), Millis(500));
+}
+
+void Client::acquire() {
+  if (m_waiter && m_world.config().plant == Plant::skip_queue) {
+    skip_queue();
+    return;
+  }
+  if (m_waiter) {
+    wait_in_queue();
+    return;
+  }
+  const auto& config = m_world.config();
+  const auto request = this->request();
   std::vector<LockRecord> seen;
   const auto started = m_world.now();
   try {
@@ -249,6 +343,12 @@ LocalTime Client::guardian_kill_at() const {
 LocalTime Client::job_end() const {
   if (!m_job) return m_job_start;
   return std::min({m_job_planned_end, m_died_at, std::max(guardian_kill_at(), m_job_start + Millis(1))});
+}
+
+std::optional<LocalTime> Client::head_since(const std::string& name) const {
+  if (!m_head_since || !m_waiter || dead() || m_want != name) return std::nullopt;
+  if (m_busy && m_world.now() > m_wait_end) return std::nullopt; // held up in a call by others' calls
+  return std::max({*m_head_since, m_paused_until, m_overran_at});
 }
 
 bool Client::job_running() const { return m_job && m_world.now() < job_end(); }

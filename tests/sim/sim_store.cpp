@@ -62,7 +62,9 @@ void SimStore::reconnect(std::optional<mongolock::CallLimits> limits) {
 }
 
 void SimStore::wait_until(LocalTime t) {
+  m_client.m_wait_end = t;
   m_world.run_until(t);
+  if (m_world.now() > t) m_client.overran(); // held up by calls nested in this one (the scheduler)
   while (m_world.now() < m_client.paused_until())
     m_world.run_until(m_client.paused_until()); // stopped: the reply waits in the socket
   if (m_client.dead()) throw Killed{};
@@ -78,6 +80,7 @@ LockSelector SimStore::sent(const LockSelector& which) const {
 }
 
 template <typename T> T SimStore::call(const char* what, std::function<T()> op, Write kind) {
+  if (m_client.dead()) throw Killed{}; // a dead process sends nothing
   auto& rng = m_world.rng();
   const auto& config = m_world.config();
   const Busy busy(m_client.m_busy);
@@ -155,6 +158,7 @@ bool SimStore::insert(LockRecord& lock) {
         const bool inserted = m_world.server().insert(copy);
         m_world.note(fmt::format("  server: insert {} ({}) by c{}: {}", copy.program, copy.id, m_client.id(),
                                  inserted ? "inserted" : "duplicate key"));
+        if (inserted && !copy.ticket.empty()) m_world.queue_grant(copy);
         return inserted;
       },
       Write::read);
@@ -220,12 +224,14 @@ void SimStore::mark_waiters(const LockSelector& which) {
 
 std::int64_t SimStore::next_fence(std::string_view name) {
   const std::string n(name);
-  return call<std::int64_t>("next fence", [this, n] { return m_world.server().next_fence(n); }, Write::read);
+  return call<std::int64_t>(
+      "next fence", [this, n] { return m_world.server().next_fence(n); }, Write::read);
 }
 
 std::optional<LockRecord> SimStore::find(std::string_view program) {
   const std::string p(program);
-  return call<std::optional<LockRecord>>("find", [this, p] { return m_world.server().find(p); }, Write::read);
+  return call<std::optional<LockRecord>>(
+      "find", [this, p] { return m_world.server().find(p); }, Write::read);
 }
 
 std::vector<LockRecord> SimStore::list(std::optional<std::string_view> name) {
@@ -235,23 +241,114 @@ std::vector<LockRecord> SimStore::list(std::optional<std::string_view> name) {
       [this, n] { return m_world.server().list(n ? std::optional<std::string_view>(*n) : std::nullopt); }, Write::read);
 }
 
-// The queue and the events: not simulated yet (waiters come with the Waiter state machine); direct.
-std::int64_t SimStore::highest_ticket() { return m_world.server().highest_ticket(); }
-bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) { return m_world.server().insert_ticket(ticket); }
+// The queue and the events, as server operations in flight like the rest.
+std::int64_t SimStore::highest_ticket() {
+  return call<std::int64_t>(
+      "find (highest ticket)", [this] { return m_world.server().highest_ticket(); }, Write::read);
+}
+
+bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
+  auto copy = ticket;
+  auto id = std::make_shared<std::string>();
+  const bool inserted = call<bool>(
+      "insert (ticket)",
+      [this, copy, id]() mutable {
+        const bool ok = m_world.server().insert_ticket(copy);
+        *id = copy.id;
+        m_world.note(fmt::format("  server: ticket {} seq {} of c{}: {}", copy.name, copy.seq, m_client.id(),
+                                 ok ? "inserted " + copy.id : std::string("duplicate key")));
+        return ok;
+      },
+      Write::read);
+  ticket.id = *id;
+  return inserted;
+}
+
 std::int64_t SimStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
-  return m_world.server().renew_ticket(id, now, expires_at);
+  const std::string i(id);
+  return call<std::int64_t>(
+      "update (ticket)", [this, i, now, expires_at] { return m_world.server().renew_ticket(i, now, expires_at); },
+      Write::update);
 }
+
 std::int64_t SimStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
-  return m_world.server().remove_ticket(id, expired_at_or_before);
+  const std::string i(id);
+  return call<std::int64_t>(
+      "delete (ticket)",
+      [this, i, expired_at_or_before] { return m_world.server().remove_ticket(i, expired_at_or_before); },
+      Write::update);
 }
+
 std::vector<mongolock::TicketRecord> SimStore::tickets(const std::vector<std::string>& names) {
-  return m_world.server().tickets(names);
+  return call<std::vector<mongolock::TicketRecord>>(
+      "find (tickets)", [this, names] { return m_world.server().tickets(names); }, Write::read);
 }
+
 void SimStore::append_event(std::string_view name, std::string_view ticket) {
-  m_world.server().append_event(name, ticket);
+  const std::string n(name);
+  const std::string t(ticket);
+  (void)call<bool>(
+      "insert (event)",
+      [this, n, t] {
+        m_world.server().append_event(n, t);
+        m_world.event_appended();
+        return true;
+      },
+      Write::read);
 }
+
+// A tailable awaitData cursor on virtual time: a wait returns the next event of the names as soon as the
+// server has it, or nothing after `await` (earlier inside another client's call, whose reply it must not
+// hold up). A killed or stopped client's wait ends as its calls do.
+class SimFeed final : public mongolock::EventFeed {
+public:
+  SimFeed(World& world, Client& client, std::unique_ptr<mongolock::EventFeed> server_side, Millis await)
+      : m_world(world), m_client(client), m_feed(std::move(server_side)), m_await(await) {}
+
+  std::optional<mongolock::WakeEvent> wait(const std::vector<std::string>& names) override {
+    if (m_client.dead()) throw Killed{};
+    if (m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable");
+    std::optional<mongolock::WakeEvent> event = m_feed->wait(names);
+    if (event) return event;
+    const auto until = m_world.now() + m_await;
+    if (m_world.call_limit() < until) {
+      // Inside another client's call: waiting here would hold its reply. The getMore is parked instead:
+      // the client's next step comes with the next event appended, or at the end of the await.
+      m_client.park(until);
+      return std::nullopt;
+    }
+    const Busy busy(m_client.m_busy);
+    m_client.m_wait_end = until;
+    m_world.run_until(until, [&] {
+      if (m_client.dead() || m_world.outage()) return true;
+      event = m_feed->wait(names);
+      return event.has_value();
+    });
+    if (m_world.now() > until) m_client.overran();
+    while (m_world.now() < m_client.paused_until())
+      m_world.run_until(m_client.paused_until());
+    if (m_client.dead()) throw Killed{};
+    if (!event && m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable");
+    return event;
+  }
+
+private:
+  World& m_world;
+  Client& m_client;
+  std::unique_ptr<mongolock::EventFeed> m_feed;
+  Millis m_await;
+};
+
 std::unique_ptr<mongolock::EventFeed> SimStore::follow_events(Millis await) {
-  return m_world.server().follow_events(await);
+  auto feed = std::make_shared<std::unique_ptr<mongolock::EventFeed>>();
+  (void)call<bool>(
+      "find (tailable)",
+      [this, feed, await] {
+        *feed = m_world.server().follow_events(await);
+        return true;
+      },
+      Write::read);
+  return std::make_unique<SimFeed>(m_world, m_client, std::move(*feed), await);
 }
 
 } // namespace sim

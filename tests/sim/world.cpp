@@ -69,11 +69,12 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 
 Plant parse_plant(const std::string& text) {
   for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
-                       Plant::late_spawn, Plant::no_hold}) {
+                       Plant::late_spawn, Plant::no_hold, Plant::skip_queue, Plant::no_poll}) {
     if (text == plant_name(p)) return p;
   }
-  throw std::invalid_argument("unknown bug '" + text +
-                              "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold)");
+  throw std::invalid_argument(
+      "unknown bug '" + text +
+      "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, no-poll)");
 }
 
 const char* plant_name(Plant plant) {
@@ -92,6 +93,10 @@ const char* plant_name(Plant plant) {
     return "late-spawn";
   case Plant::no_hold:
     return "no-hold";
+  case Plant::skip_queue:
+    return "skip-queue";
+  case Plant::no_poll:
+    return "no-poll";
   }
   return "?";
 }
@@ -130,7 +135,13 @@ World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant 
   if (m_config.chaos_every > Millis(0)) m_chaos_at = m_now + m_rng.millis(Millis(0), m_config.chaos_every * 2);
 }
 
-World::~World() { mongolock::set_time_source(m_previous_source); }
+World::~World() {
+  // The schedule is over: a waiter still in line leaves no tickets (its calls would run in a world being
+  // torn down).
+  for (auto& client : m_clients)
+    client->kill();
+  mongolock::set_time_source(m_previous_source);
+}
 
 // Small worlds, so that 10,000 of them run in seconds, with every timing the CLI accepts in reach.
 Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Plant plant, bool edge) {
@@ -148,17 +159,22 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   c.chaos_every = rng.chance(0.8) ? ttl * rng.range(1, 3) : Millis(0);
   if (rng.chance(plant == Plant::no_hold ? 1.0 : 0.3)) c.min_hold = rng.millis(Millis(1), ttl * 2);
   if (c.plant == Plant::rollback) c.semantics = WriteSemantics::ferretdb_v1;
+  const bool waiters = plant == Plant::skip_queue || plant == Plant::no_poll;
+  if (rng.chance(waiters ? 1.0 : 0.5)) c.p_wait = rng.chance(0.5) ? 1.0 : 0.5;
+  c.push = plant == Plant::no_poll || rng.chance(0.7);
   return c;
 }
 
 std::string World::run() {
   note(fmt::format("{} semantics, {} clients, names {}, ttl {} ms (renew every {} ms, deadline {} ms, kill grace "
-                   "{} ms), grace {} ms, fence {}, min-hold {} ms, faults {}/{}/{}, chaos every {} ms, plant {}",
+                   "{} ms), grace {} ms, fence {}, min-hold {} ms, faults {}/{}/{}, chaos every {} ms, plant {}, "
+                   "waiters {} ({})",
                    m_config.semantics == WriteSemantics::mongodb ? "mongodb" : "ferretdb", m_config.clients,
                    fmt::join(m_config.names, ","), m_config.timing.ttl.count(), m_config.timing.renew_interval.count(),
                    m_config.timing.renew_deadline.count(), m_config.timing.kill_grace.count(), m_config.grace.count(),
                    m_config.fence, m_config.min_hold.count(), m_config.p_fail, m_config.p_lost, m_config.p_delay,
-                   m_config.chaos_every.count(), plant_name(m_config.plant)));
+                   m_config.chaos_every.count(), plant_name(m_config.plant), m_config.p_wait,
+                   m_config.push ? "push" : "poll"));
   try {
     run_until(m_start + m_config.horizon);
     check_invariants();
@@ -172,7 +188,21 @@ void World::at(LocalTime when, std::function<void()> op) {
   m_ops.push_back(Op{std::max(when, m_now), m_op_seq++, std::move(op)});
 }
 
-void World::run_until(LocalTime until) {
+void World::event_appended() {
+  for (auto& client : m_clients)
+    client->wake_on_event();
+}
+
+LocalTime World::call_limit() const {
+  return m_untils.empty() ? LocalTime::max() : *std::min_element(m_untils.begin(), m_untils.end());
+}
+
+void World::run_until(LocalTime until, const std::function<bool()>& stop) {
+  m_untils.push_back(until);
+  struct Pop {
+    std::vector<LocalTime>& untils;
+    ~Pop() { untils.pop_back(); }
+  } pop{m_untils};
   for (;;) {
     if (++m_steps > k_max_steps) throw Violation("the schedule did not end within its step budget (a livelock?)");
     // The next event at or before `until`: a server operation (oldest first), then chaos, then the step
@@ -208,6 +238,7 @@ void World::run_until(LocalTime until) {
       run();
     }
     check_invariants();
+    if (stop && stop()) return;
   }
 }
 
@@ -309,9 +340,48 @@ void World::acquired(const mongolock::LockRecord& lock) {
   m_holds.erase(it);
 }
 
+void World::queue_grant(const mongolock::LockRecord& lock) {
+  count("grants from the queue");
+  m_lapsed.insert(lock.ticket); // used: its waiter left the line (even if the ticket's delete fails)
+  const auto tickets = m_server.tickets({lock.name});
+  const auto mine = std::find_if(tickets.begin(), tickets.end(), [&](const auto& t) { return t.id == lock.ticket; });
+  if (mine == tickets.end()) return; // its ticket lapsed and was deleted: it took a free lock as it would anyway
+  const auto now = server_now();
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000);
+  for (const auto& t : tickets) {
+    if (t.seq >= mine->seq || t.expires_at <= now || m_lapsed.count(t.id) != 0 || t.expires_at - now > far) continue;
+    throw Violation(fmt::format("'{}' went to {} (seq {}) while {} (seq {}) waited ahead with a live ticket",
+                                lock.program, mine->process, mine->seq, t.process, t.seq));
+  }
+}
+
+// Liveness of the queue: the first in line (alive, not stopped) takes a name that has no lock document
+// within k_head_bound: the release's event wakes it, else its next look at the lock (push_check), plus
+// calls that time out and a request delayed on its way.
+void World::check_waiters() {
+  constexpr Millis k_head_bound{10'000};
+  for (const auto& name : m_config.names) {
+    if (!m_server.list(name).empty()) {
+      m_free_since.erase(name);
+      continue;
+    }
+    const auto free_since = m_free_since.emplace(name, m_now).first->second;
+    for (const auto& client : m_clients) {
+      const auto since = client->head_since(name);
+      if (!since || m_now - std::max(free_since, *since) <= k_head_bound) continue;
+      throw Violation(fmt::format("'{}' has been free since {} while c{}, first in line since {}, waits", name,
+                                  fmt_time(free_since), client->id(), fmt_time(*since)));
+    }
+  }
+}
+
 // After every step: per name, no more jobs running (nor holders counting their lease valid) than slots;
 // every running job and every holder's lease covered by its document on the server's clock.
 void World::check_invariants() {
+  for (const auto& t : m_server.tickets({})) {
+    if (t.expires_at <= server_now()) m_lapsed.insert(t.id);
+  }
+  check_waiters();
   std::map<std::string, int> jobs;
   std::map<std::string, int> believers;
   for (const auto& client : m_clients)

@@ -34,6 +34,8 @@ enum class Plant {
   rollback,      // waiters set `waiters` on the holder's document (0.2.0): on FerretDB it can undo a renewal
   late_spawn,    // the job is started even when the first acquisition's renew deadline has passed
   no_hold,       // a release deletes the lock by _id + token within its --min-hold
+  skip_queue,    // a waiter queues, then takes the lock whenever it is free, whoever waits ahead
+  no_poll,       // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -67,6 +69,8 @@ struct Config {
   double p_lost = 0;      // a reply is lost after the write applied
   double p_delay = 0;     // a request is delayed (FerretDB: between its read and its write-back)
   Millis chaos_every{0};  // mean time between chaos events (kill, pause, break, outage); 0: none
+  double p_wait = 0;      // an attempt waits in the queue (run --wait: the real Waiter) instead of retrying
+  bool push = true;       // waiters follow the wake-up events (else they poll: --no-push)
   Plant plant = Plant::none;
 };
 
@@ -74,8 +78,12 @@ struct Config {
 struct Violation : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-// The client was killed while in a call: unwinds its step (Client::step catches it).
-struct Killed {};
+// The client was killed while in a call: unwinds its step (Client::step catches it). A std::exception, so
+// that code that must not throw (WaitQueue::leave()) goes on; every later call of a dead client throws it
+// again before it sends anything.
+struct Killed : std::exception {
+  [[nodiscard]] const char* what() const noexcept override { return "killed"; }
+};
 
 class Client;
 
@@ -97,7 +105,13 @@ public:
   [[nodiscard]] ServerTime server_at(LocalTime t) const { return m_truth.at(t); }
   // Runs every due event (other clients' steps, server operations, chaos) until `until`, then sets the
   // time to `until`. Called from inside a client's call: that client (busy) takes no step meanwhile.
-  void run_until(LocalTime until);
+  // With `stop`: returns as soon as it is true after an event (a cursor's getMore that has an event).
+  void run_until(LocalTime until, const std::function<bool()>& stop = {});
+  // The earliest time a run_until() in progress must return at: a call waiting inside another client's
+  // call must not hold that call's reply past it (a tailable cursor's await ends early then).
+  [[nodiscard]] LocalTime call_limit() const;
+  // A wake-up event was appended: clients whose getMore is parked step now.
+  void event_appended();
   // A server-side operation applied at `at`, whoever waits for it (the client may have given up).
   void at(LocalTime when, std::function<void()> op);
 
@@ -123,6 +137,12 @@ public:
   void released(const mongolock::LockRecord& lock, const mongolock::ReleaseOutcome& outcome);
   // `lock` was acquired now: not within the minimum hold of a lock of its slot released before.
   void acquired(const mongolock::LockRecord& lock);
+  // `lock`, taken from the queue (LockRecord::ticket), was inserted on the server just now: no ticket of
+  // its name ahead of the taker's may be live, unless it lapsed once (expired on the server's clock: its
+  // waiter was stopped or slow and joins again at the back), was used (a lock was taken with it: the
+  // release's wake-up event names it) or holds a far waiter's long lease (skipped as dead after
+  // WaitQueue::stale_after()).
+  void queue_grant(const mongolock::LockRecord& lock);
   [[nodiscard]] bool broken(const std::string& id) const { return m_broken.count(id) != 0; }
   void count(const char* what) { ++m_counts[what]; }
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
@@ -131,6 +151,7 @@ private:
   static Config draw_config(Rng& rng, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge);
   void chaos();
   void check_invariants();
+  void check_waiters();
   void check_client(const Client& client, std::map<std::string, int>& jobs, std::map<std::string, int>& believers);
   [[nodiscard]] std::string fmt_time(LocalTime t) const;
 
@@ -158,6 +179,10 @@ private:
     ServerTime until;
   };
   std::map<std::string, Hold> m_holds; // per program: a lock released into its minimum hold
+  std::set<std::string> m_lapsed;      // _id of queue tickets that were expired on the server's clock once, or
+                                       // that a lock was taken with (LockRecord::ticket: the waiter left)
+  std::vector<LocalTime> m_untils;     // the run_until() calls in progress, outermost first
+  std::map<std::string, LocalTime> m_free_since; // per name: no lock document on the server since
   std::deque<std::string> m_trace;
   std::map<std::string, long> m_counts;
   long m_steps = 0;
