@@ -1,6 +1,7 @@
 #include <mongolock/duration.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/queue.hpp>
+#include <mongolock/unique_seq.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,23 +26,24 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   // A seq above every ticket of every name (at the front: below every ticket of these names, and below 0);
   // on a duplicate key (a concurrent join took it on one of our names), give back what was inserted and
   // take the next one.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    auto seq = m_store.highest_ticket() + 1; // also makes the unique index
-    if (front) {
-      // Tickets first, then holders: a replacing run that took a lock between the two reads inserted its
-      // lock before it deleted its ticket, so one of the reads sees it.
-      const auto tickets = m_store.tickets(names); // by seq: the first is the lowest
-      auto lowest = std::min<std::int64_t>(tickets.empty() ? 0 : tickets.front().seq, 0);
-      for (const auto& name : names) {
-        for (const auto& lock : m_store.list(name))
-          lowest = std::min(lowest, lock.replace_seq.value_or(0));
-      }
-      if (previous && m_front && lowest < *previous) m_passed = true;
-      seq = lowest - 1;
+  const auto next = [&] {
+    const auto highest = m_store.highest_ticket(); // also makes the unique index
+    if (!front) return highest + 1;
+    // Tickets first, then holders: a replacing run that took a lock between the two reads inserted its
+    // lock before it deleted its ticket, so one of the reads sees it.
+    const auto tickets = m_store.tickets(names); // by seq: the first is the lowest
+    auto lowest = std::min<std::int64_t>(tickets.empty() ? 0 : tickets.front().seq, 0);
+    for (const auto& name : names) {
+      for (const auto& lock : m_store.list(name))
+        lowest = std::min(lowest, lock.replace_seq.value_or(0));
     }
-    const auto sent = LeaseClock::now();
+    if (previous && lowest < *previous) m_passed = true;
+    return lowest - 1;
+  };
+  LocalTime sent{};
+  const auto insert = [&](std::int64_t seq) {
+    sent = LeaseClock::now();
     const auto now = m_store.clock().latest(sent); // the lease never looks shorter to others
-    bool taken = false;
     try {
       for (const auto& name : names) {
         TicketRecord ticket;
@@ -50,25 +52,24 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
         ticket.process = process;
         ticket.since = now;
         ticket.expires_at = now + m_timing.ticket_lease;
-        taken = m_store.insert_ticket(ticket);
-        if (!taken) break;
+        if (!m_store.insert_ticket(ticket)) {
+          leave();
+          return false;
+        }
         m_tickets.push_back(std::move(ticket));
       }
     } catch (const Error&) {
       leave();
       throw;
     }
-    if (taken) {
-      m_renewed = sent; // the tickets' leases count from when they were sent
-      m_lease = m_timing.ticket_lease;
-      m_ahead.clear();
-      m_read = false;
-      m_log.debugf("joined the queue of {} with seq {}{}", fmt::join(names, ", "), seq, front ? " (at the front)" : "");
-      return;
-    }
-    leave();
-  }
-  throw unavailable_error(fmt::format("could not join the queue of '{}': 100 concurrent joins won", names.front()));
+    return true;
+  };
+  const auto seq = allocate_unique(next, insert, fmt::format("join the queue of '{}'", names.front()));
+  m_renewed = sent; // the tickets' leases count from when they were sent
+  m_lease = m_timing.ticket_lease;
+  m_ahead.clear();
+  m_read = false;
+  m_log.debugf("joined the queue of {} with seq {}{}", fmt::join(names, ", "), seq, front ? " (at the front)" : "");
 }
 
 bool WaitQueue::keep_alive(Millis lease) {

@@ -1,0 +1,219 @@
+// MongoStore's state, shared by its files (lib/mongolock/store/): the client and its collections, the
+// write concern, the server clock, the per-call deadline of the kept connection, command monitoring.
+#pragma once
+
+#include <mongolock/error.hpp>
+#include <mongolock/log.hpp>
+#include <mongolock/mongo_store.hpp>
+#include <mongolock/store/bson.hpp>
+#include <mongolock/uri.hpp>
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace mongolock::store {
+
+// Command monitoring (APM): counts commands by name for the benchmark and logs them with -v.
+struct CommandMonitor {
+  const Log& log;
+  std::map<std::string, int> counts;
+
+  // "2 (createIndexes 1, insert 1)"
+  [[nodiscard]] std::string summary() const {
+    int total = 0;
+    std::string parts;
+    for (const auto& [name, count] : counts) {
+      total += count;
+      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, count);
+    }
+    return fmt::format("{} ({})", total, parts);
+  }
+};
+
+// When the current call must be over; shared by every stream of the client (all on one thread).
+struct CallDeadline {
+  std::optional<LocalTime> until; // none: only the client's own socketTimeoutMS applies
+  std::optional<Millis> server;   // maxTimeMS of a renewal (CallLimits::server)
+  bool may_connect = true;        // false: a new connection is refused (a kept client whose connect limit
+                                  // is longer than the call allows; see MongoStore::reconnect)
+};
+
+// mongoc_client_set_stream_initiator()'s user data: the client (for the default initiator's TLS options)
+// and the deadline its streams follow.
+struct StreamFactory {
+  mongoc_client_t* client = nullptr;
+  CallDeadline* deadline = nullptr;
+};
+
+// What a driver error most likely means, for a connection's TLS or authentication ("" when nothing
+// specific). Defined in mongo_store.cpp.
+[[nodiscard]] std::string connection_hint(std::string_view message);
+
+} // namespace mongolock::store
+
+namespace mongolock {
+
+using store::ApmCallbacksPtr;
+using store::Bson;
+using store::CallDeadline;
+using store::ClientPtr;
+using store::CollectionPtr;
+using store::CommandMonitor;
+using store::connection_hint;
+using store::CursorPtr;
+using store::Reply;
+using store::StreamFactory;
+using store::UriPtr;
+
+struct MongoStore::Impl {
+  StoreConfig config;
+  const Log& log;
+  std::string namespace_name; // "db.collection", for messages
+  CommandMonitor monitor;     // before the client: destroying the client may still send commands
+  UriPtr uri;
+  CallDeadline call_deadline; // before the client: its streams point here
+  StreamFactory streams;      // mongoc_client_set_stream_initiator()'s user data
+  ClientPtr client;
+  CollectionPtr collection;
+  CollectionPtr fences;    // "<collection>_fences", opened on first use
+  CollectionPtr queue;     // "<collection>_queue", opened on first use (queue of waiters)
+  CollectionPtr events;    // "<database>_events.<collection>_events", opened on first use (wake-ups of waiters)
+  CollectionPtr runs;      // "<collection>_runs", opened on first use (run history)
+  CollectionPtr last_runs; // "<collection>_lastrun", opened on first use (each name's last executed run)
+  Bson write_opts;         // {writeConcern: {w: "majority", j: true, wtimeout}}
+  std::optional<ServerClock> clock;
+  std::int64_t clock_hello_time = 0; // localTime of the hello the clock was taken from
+  Millis connect_limit{0};           // the current client's connectTimeoutMS = serverSelectionTimeoutMS
+  Millis socket_limit{0};            // the current client's socketTimeoutMS
+  int clients_made = 0;              // clients made so far (each one connects anew), for -v
+  bool clock_due = false;            // re-read the server's time at the next clock() (reconnect with limits)
+  mutable bool failed = false;       // a call of the current client failed
+
+  Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
+  ~Impl() {
+    collection.reset();
+    fences.reset();
+    queue.reset();
+    events.reset();
+    runs.reset();
+    last_runs.reset();
+    // endSessions only to a server that answered the last call: after a failure it could block the exit
+    // for a whole socket timeout (a server that accepts connections and never answers).
+    if (failed && client) mongoc_client_reset(client.get());
+    client.reset(); // may send endSessions, which is counted too
+    if (config.count_commands) log.diagnostic(fmt::format("server commands: {}", monitor.summary()));
+  }
+
+  // Driver and server text, scrubbed of the URI's password: only this text is scrubbed, so that our own
+  // words (and the redacted URI) stay intact even when the password is an ordinary word.
+  [[nodiscard]] std::string driver_text(const bson_error_t& error) const {
+    return scrub_secrets(error.message, config.uri);
+  }
+
+  [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
+    failed = true;
+    throw unavailable_error(
+        fmt::format("{} on {} failed: {}{}", what, namespace_name, driver_text(error), hint_suffix(error)));
+  }
+
+  // For server commands that concern no collection (hello, buildInfo).
+  [[noreturn]] void fail_server(std::string_view what, const bson_error_t& error) const {
+    failed = true;
+    throw unavailable_error(
+        fmt::format("{} on {} failed: {}{}", what, redact_uri(config.uri), driver_text(error), hint_suffix(error)));
+  }
+
+  // "; <what it most likely means>" for a TLS or authentication error, else "".
+  [[nodiscard]] static std::string hint_suffix(const bson_error_t& error) {
+    const auto hint = connection_hint(error.message);
+    return hint.empty() ? "" : "; " + hint;
+  }
+
+  // The collection "<collection><suffix>" of mongolock's database in `handle`, opened on first use; with
+  // `index` (once per store, `indexed` remembers it) after its index is created (createIndexes).
+  struct Index {
+    const char* name;
+    std::initializer_list<const char*> fields;
+    bool unique;
+  };
+  mongoc_collection_t* open(CollectionPtr& handle, std::string_view suffix, const Index* index = nullptr,
+                            bool* indexed = nullptr) {
+    if (!handle) {
+      const auto name = config.collection + std::string(suffix);
+      handle.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), name.c_str()));
+    }
+    if (index != nullptr && (indexed == nullptr || !*indexed)) {
+      create_index(handle.get(), index->name, index->fields, index->unique, std::nullopt);
+      if (indexed != nullptr) *indexed = true;
+    }
+    return handle.get();
+  }
+
+  // One find: every document of `from` that `filter` selects, with `opts` (sort, limit, batchSize), each
+  // read by `read` (T(const bson_t*)). Throws Error (69) naming `what` when the find or a getMore fails.
+  template <typename T, typename Read>
+  std::vector<T> find_docs(mongoc_collection_t* from, const bson_t* filter, const bson_t* opts, Read read,
+                           std::string_view what) const {
+    CursorPtr cursor(mongoc_collection_find_with_opts(from, filter, opts, nullptr));
+    std::vector<T> out;
+    bson_error_t error;
+    if (!store::for_each_doc(
+            cursor.get(),
+            [&](const bson_t* doc) {
+              out.push_back(read(doc));
+              return true;
+            },
+            error)) {
+      fail(what, error);
+    }
+    return out;
+  }
+
+  // Connects on first use, so that an unreachable server is always reported as such, with its URI.
+  void connect() {
+    if (!clock) refresh_clock();
+  }
+
+  // updateOne({selector}, {$set: set}); returns matchedCount.
+  std::int64_t update(const LockSelector& which, const bson_t* set, std::string_view what);
+
+  // createIndexes on `target` with one ascending key per field. Returns false with `error` set on failure.
+  bool try_create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
+                        bool unique, std::optional<Millis> expire_after, bson_error_t& error) const;
+  void create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
+                    bool unique, std::optional<Millis> expire_after) const {
+    bson_error_t error;
+    if (!try_create_index(target, name, fields, unique, expire_after, error)) {
+      fail(fmt::format("createIndexes ({})", name), error);
+    }
+  }
+
+  // (Re)creates the client, collection handles and monitoring: connectTimeoutMS and
+  // serverSelectionTimeoutMS `connect`, socketTimeoutMS `socket` (at least 1ms each).
+  void open_client(Millis connect, Millis socket);
+
+  // The queue collection, opened on first use; with `ensure_index`, its unique index on (name, seq) is
+  // created first (once per store).
+  mongoc_collection_t* queue_collection(bool ensure_index = false);
+  bool queue_indexed = false;
+
+  // The runs collection, opened on first use; with `ensure_index`, its index on (name, ended_at) is created
+  // first (once per client).
+  mongoc_collection_t* runs_collection(bool ensure_index = false);
+  // "<collection>_lastrun", opened on first use.
+  mongoc_collection_t* last_runs_collection();
+  // purge_runs(): deletes the runs of `kind` of `name` beyond its `keep` newest (a find, then a delete).
+  std::int64_t purge_beyond(mongoc_collection_t* from, std::string_view name, std::int64_t keep, RunKind kind);
+  // Every document of a find with `filter` and `opts` (sort, projection), at most `limit`, in one reply
+  // where they fit (batchSize = limit: no getMore). `what` names the read in the Error (69) thrown.
+  std::vector<RunRecord> read_runs(mongoc_collection_t* from, const bson_t* filter, bson_t* opts, std::int64_t limit,
+                                   const char* what);
+  bool runs_indexed = false;
+
+  // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
+  // the handshake on first use, then the driver's periodic server checks (heartbeatFrequencyMS).
+  void refresh_clock();
+};
+
+} // namespace mongolock

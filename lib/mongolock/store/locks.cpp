@@ -1,0 +1,311 @@
+// MongoStore: the lock documents (insert, renew, release, purge, find, list) and the fencing tokens.
+#include <mongolock/store/impl.hpp>
+#include <mongolock/unique_seq.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace mongolock {
+
+using namespace store;
+
+namespace {
+
+void to_bson(const LockRecord& lock, bson_t* doc) {
+  append_id(doc, lock.id);
+  append_string(doc, "program", lock.program);
+  append_string(doc, "name", lock.name);
+  if (lock.slot > 0) BSON_APPEND_INT32(doc, "slot", lock.slot);
+  append_string(doc, "process", lock.process);
+  append_string(doc, "token", lock.token);
+  BSON_APPEND_DATE_TIME(doc, "acquired_at", to_bson_date(lock.acquired_at));
+  BSON_APPEND_DATE_TIME(doc, "expires_at", to_bson_date(lock.expires_at));
+  BSON_APPEND_DATE_TIME(doc, "renewed_at", to_bson_date(lock.renewed_at));
+  BSON_APPEND_DATE_TIME(doc, "hold_until", to_bson_date(lock.hold_until));
+  if (lock.released_at) BSON_APPEND_DATE_TIME(doc, "released_at", to_bson_date(*lock.released_at));
+  BSON_APPEND_INT64(doc, "ttl_ms", lock.ttl.count());
+  append_string(doc, "host", lock.host);
+  append_string(doc, "user", lock.user);
+  if (!lock.command.empty()) append_string(doc, "command", lock.command);
+  if (lock.fence) BSON_APPEND_INT64(doc, "fence", *lock.fence);
+  if (lock.waiters) BSON_APPEND_BOOL(doc, "waiters", true);
+  if (!lock.ticket.empty()) append_string(doc, "ticket", lock.ticket);
+  if (!lock.boot_id.empty()) append_string(doc, "boot_id", lock.boot_id);
+  if (!lock.pid_ns.empty()) append_string(doc, "pid_ns", lock.pid_ns);
+  if (lock.pid_start) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
+  if (lock.replace_seq) BSON_APPEND_INT64(doc, "replace_seq", *lock.replace_seq);
+}
+
+// How one field of a lock document is read into a LockRecord; a value of an unexpected type is ignored.
+using LockField = void (*)(LockRecord&, const bson_iter_t&);
+
+template <std::string LockRecord::*Member> void string_field(LockRecord& lock, const bson_iter_t& it) {
+  lock.*Member = iter_string(it);
+}
+
+template <ServerTime LockRecord::*Member> void date_field(LockRecord& lock, const bson_iter_t& it) {
+  if (BSON_ITER_HOLDS_DATE_TIME(&it)) lock.*Member = from_bson_date(bson_iter_date_time(&it));
+}
+// The fields of a lock document (THE LOCK DOCUMENT in the man page), by name.
+const std::map<std::string_view, LockField, std::less<>>& lock_fields() {
+  static const std::map<std::string_view, LockField, std::less<>> fields{
+      {"_id", [](LockRecord& l, const bson_iter_t& it) { l.id = iter_id(it); }},
+      {"program", string_field<&LockRecord::program>},
+      {"name", string_field<&LockRecord::name>},
+      {"slot", [](LockRecord& l, const bson_iter_t& it) { l.slot = static_cast<int>(number(it).value_or(l.slot)); }},
+      {"process", string_field<&LockRecord::process>},
+      {"token", string_field<&LockRecord::token>},
+      {"host", string_field<&LockRecord::host>},
+      {"user", string_field<&LockRecord::user>},
+      {"command", string_field<&LockRecord::command>},
+      {"acquired_at", date_field<&LockRecord::acquired_at>},
+      {"expires_at", date_field<&LockRecord::expires_at>},
+      {"renewed_at", date_field<&LockRecord::renewed_at>},
+      {"hold_until", date_field<&LockRecord::hold_until>},
+      {"released_at",
+       [](LockRecord& l, const bson_iter_t& it) {
+         if (BSON_ITER_HOLDS_DATE_TIME(&it)) l.released_at = from_bson_date(bson_iter_date_time(&it));
+       }},
+      {"ttl_ms", [](LockRecord& l, const bson_iter_t& it) { l.ttl = Millis(number(it).value_or(l.ttl.count())); }},
+      {"fence", [](LockRecord& l, const bson_iter_t& it) { l.fence = number(it) ? number(it) : l.fence; }},
+      {"waiters",
+       [](LockRecord& l, const bson_iter_t& it) {
+         if (BSON_ITER_HOLDS_BOOL(&it)) l.waiters = bson_iter_bool(&it);
+       }},
+      {"ticket", string_field<&LockRecord::ticket>},
+      {"boot_id", string_field<&LockRecord::boot_id>},
+      {"pid_ns", string_field<&LockRecord::pid_ns>},
+      {"pid_start", [](LockRecord& l, const bson_iter_t& it) { l.pid_start = number(it) ? number(it) : l.pid_start; }},
+      {"replace_seq",
+       [](LockRecord& l, const bson_iter_t& it) { l.replace_seq = number(it) ? number(it) : l.replace_seq; }},
+  };
+  return fields;
+}
+
+// Reads a lock document; fields of unexpected types are left at their defaults.
+LockRecord from_bson(const bson_t* doc) {
+  LockRecord lock;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, doc)) return lock;
+  const auto& fields = lock_fields();
+  while (bson_iter_next(&it)) {
+    if (const auto field = fields.find(std::string_view(bson_iter_key(&it))); field != fields.end()) {
+      field->second(lock, it);
+    }
+  }
+  if (lock.name.empty()) lock.name = lock.program;
+  return lock;
+}
+
+// The filter for a LockSelector: every set field narrows it.
+void append_selector(bson_t* doc, const LockSelector& which) {
+  if (which.id) append_id(doc, *which.id);
+  append_string(doc, "program", which.program);
+  if (which.token) append_string(doc, "token", *which.token);
+  if (which.process) append_string(doc, "process", *which.process);
+  if (which.expires_after) append_date_condition(doc, "expires_at", "$gt", *which.expires_after);
+  if (which.hold_ends_by) append_date_condition(doc, "hold_until", "$lte", *which.hold_ends_by);
+  if (which.expired_by) append_date_condition(doc, "expires_at", "$lte", *which.expired_by);
+  if (which.renewed_before) append_date_condition(doc, "renewed_at", "$lt", *which.renewed_before);
+  if (which.not_released) {
+    bson_t exists;
+    BSON_APPEND_DOCUMENT_BEGIN(doc, "released_at", &exists);
+    BSON_APPEND_BOOL(&exists, "$exists", false);
+    bson_append_document_end(doc, &exists);
+  }
+}
+
+} // namespace
+
+bool MongoStore::insert(LockRecord& lock) {
+  auto& impl = *m_impl;
+  impl.connect();
+  if (lock.id.empty()) {
+    bson_oid_t oid;
+    bson_oid_init(&oid, nullptr);
+    char hex[25];
+    bson_oid_to_string(&oid, hex);
+    lock.id = hex;
+  }
+  Bson doc;
+  to_bson(lock, doc.get());
+  Reply reply;
+  bson_error_t error;
+  if (mongoc_collection_insert_one(impl.collection.get(), doc.get(), impl.write_opts.get(), reply.get(), &error)) {
+    return true;
+  }
+  if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false; // MongoDB error 11000: duplicate key
+  impl.fail(fmt::format("insert of lock '{}'", lock.program), error);
+}
+
+std::int64_t MongoStore::remove(const LockSelector& which) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson selector;
+  append_selector(selector.get(), which);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_delete_one(impl.collection.get(), selector.get(), impl.write_opts.get(), reply.get(),
+                                    &error)) {
+    impl.fail(fmt::format("delete of lock '{}'", which.program), error);
+  }
+  return reply.integer("deletedCount");
+}
+
+std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* set, std::string_view what) {
+  Bson selector;
+  append_selector(selector.get(), which);
+  Bson update;
+  BSON_APPEND_DOCUMENT(update.get(), "$set", set);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_update_one(collection.get(), selector.get(), update.get(), write_opts.get(), reply.get(),
+                                    &error)) {
+    fail(fmt::format("{} of lock '{}'", what, which.program), error);
+  }
+  return reply.integer("matchedCount");
+}
+
+std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
+                               bool mark_waiters) {
+  m_impl->connect();
+  Bson set;
+  BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
+  BSON_APPEND_DATE_TIME(set.get(), "renewed_at", to_bson_date(renewed_at));
+  BSON_APPEND_INT64(set.get(), "ttl_ms", ttl.count());
+  if (mark_waiters) BSON_APPEND_BOOL(set.get(), "waiters", true);
+  auto& impl = *m_impl;
+  // findAndModify rather than update: both MongoDB and FerretDB v1 honour its maxTimeMS (FerretDB ignores it
+  // on update), so a renewal the server could not finish in time is aborted rather than written late.
+  Bson selector;
+  append_selector(selector.get(), which);
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
+  BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
+  bson_t update;
+  BSON_APPEND_DOCUMENT_BEGIN(command.get(), "update", &update);
+  BSON_APPEND_DOCUMENT(&update, "$set", set.get());
+  bson_append_document_end(command.get(), &update);
+  if (impl.call_deadline.server) {
+    BSON_APPEND_INT64(command.get(), "maxTimeMS", std::max<std::int64_t>(impl.call_deadline.server->count(), 1));
+  }
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
+                                                 reply.get(), &error)) {
+    impl.fail(fmt::format("renewal of lock '{}'", which.program), error);
+  }
+  bson_iter_t it;
+  return bson_iter_init_find(&it, reply.get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it) ? 1 : 0;
+}
+
+std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
+  m_impl->connect();
+  Bson set;
+  BSON_APPEND_DATE_TIME(set.get(), "released_at", to_bson_date(released_at));
+  BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
+  return m_impl->update(which, set.get(), "release");
+}
+
+std::int64_t MongoStore::set_fence(const LockSelector& which, std::int64_t fence) {
+  m_impl->connect();
+  Bson set;
+  BSON_APPEND_INT64(set.get(), "fence", fence);
+  return m_impl->update(which, set.get(), "fencing token update");
+}
+
+std::int64_t MongoStore::next_fence(std::string_view name) {
+  auto& impl = *m_impl;
+  impl.connect();
+  if (!impl.fences) {
+    const MongoStore::Impl::Index unique{"name_1_fence_1", {"name", "fence"}, true};
+    (void)impl.open(impl.fences, "_fences", &unique);
+  }
+  // Highest token so far, plus one; a concurrent allocation of the same value loses on the unique index
+  // and tries the next one.
+  const auto next = [&] {
+    Bson filter;
+    append_string(filter.get(), "name", name);
+    Bson opts;
+    append_sort(opts.get(), {{"fence", -1}});
+    BSON_APPEND_INT64(opts.get(), "limit", 1);
+    const auto found = impl.find_docs<std::int64_t>(
+        impl.fences.get(), filter.get(), opts.get(),
+        [](const bson_t* doc) {
+          bson_iter_t it;
+          return bson_iter_init_find(&it, doc, "fence") ? number(it).value_or(0) : 0;
+        },
+        fmt::format("read of fencing tokens of '{}'", name));
+    return (found.empty() ? 0 : found.front()) + 1;
+  };
+  const auto insert = [&](std::int64_t fence) {
+    Bson entry;
+    append_string(entry.get(), "name", name);
+    BSON_APPEND_INT64(entry.get(), "fence", fence);
+    BSON_APPEND_DATE_TIME(entry.get(), "allocated_at", to_bson_date(clock().now()));
+    Reply reply;
+    bson_error_t error;
+    if (mongoc_collection_insert_one(impl.fences.get(), entry.get(), impl.write_opts.get(), reply.get(), &error)) {
+      return true;
+    }
+    if (error.code != MONGOC_ERROR_DUPLICATE_KEY)
+      impl.fail(fmt::format("allocation of a fencing token for '{}'", name), error);
+    return false;
+  };
+  return allocate_unique(next, insert, fmt::format("allocate a fencing token for '{}'", name));
+}
+
+std::optional<LockRecord> MongoStore::find(std::string_view program) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  append_string(filter.get(), "program", program);
+  Bson opts;
+  BSON_APPEND_INT64(opts.get(), "limit", 1);
+  auto found = impl.find_docs<LockRecord>(impl.collection.get(), filter.get(), opts.get(), from_bson,
+                                          fmt::format("find of lock '{}'", program));
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
+}
+
+std::vector<LockRecord> MongoStore::list(std::optional<std::string_view> name) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  if (name) append_string(filter.get(), "name", *name);
+  Bson opts;
+  append_sort(opts.get(), {{"program", 1}});
+  // Every lock in the first reply (up to 16 MiB of them): `list` is one find however many are held.
+  BSON_APPEND_INT64(opts.get(), "batchSize", k_one_reply);
+  return impl.find_docs<LockRecord>(impl.collection.get(), filter.get(), opts.get(), from_bson, "listing of locks");
+}
+
+std::optional<LockRecord> MongoStore::remove_returning(const LockSelector& which) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson selector;
+  append_selector(selector.get(), which);
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
+  BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
+  BSON_APPEND_BOOL(command.get(), "remove", true);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
+                                                 reply.get(), &error)) {
+    impl.fail(fmt::format("delete of lock '{}'", which.program), error);
+  }
+  bson_iter_t it;
+  if (!bson_iter_init_find(&it, reply.get(), "value") || !BSON_ITER_HOLDS_DOCUMENT(&it)) return std::nullopt;
+  std::uint32_t len = 0;
+  const std::uint8_t* data = nullptr;
+  bson_iter_document(&it, &len, &data);
+  bson_t value;
+  if (!bson_init_static(&value, data, len)) return std::nullopt;
+  return from_bson(&value);
+}
+
+} // namespace mongolock

@@ -1,0 +1,286 @@
+// MongoStore: the queue of waiters (tickets) and the wake-up events (a capped collection, a tailable cursor).
+#include <mongolock/store/impl.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace mongolock {
+
+using namespace store;
+
+// --- the queue of waiters ---------------------------------------------------------------------------
+
+namespace {
+
+void to_bson(const TicketRecord& ticket, bson_t* doc) {
+  append_id(doc, ticket.id);
+  append_string(doc, "name", ticket.name);
+  BSON_APPEND_INT64(doc, "seq", ticket.seq);
+  append_string(doc, "process", ticket.process);
+  BSON_APPEND_DATE_TIME(doc, "since", to_bson_date(ticket.since));
+  BSON_APPEND_DATE_TIME(doc, "expires_at", to_bson_date(ticket.expires_at));
+}
+
+TicketRecord ticket_from_bson(const bson_t* doc) {
+  TicketRecord ticket;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, doc)) return ticket;
+  while (bson_iter_next(&it)) {
+    const std::string_view key = bson_iter_key(&it);
+    if (key == "_id") {
+      ticket.id = iter_id(it);
+    } else if (key == "name") {
+      ticket.name = iter_string(it);
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "seq") {
+      ticket.seq = bson_iter_as_int64(&it);
+    } else if (key == "process") {
+      ticket.process = iter_string(it);
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "since") {
+      ticket.since = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "expires_at") {
+      ticket.expires_at = from_bson_date(bson_iter_date_time(&it));
+    }
+  }
+  return ticket;
+}
+
+} // namespace
+
+mongoc_collection_t* MongoStore::Impl::queue_collection(bool ensure_index) {
+  const Index unique{"name_1_seq_1", {"name", "seq"}, true};
+  return open(queue, "_queue", ensure_index ? &unique : nullptr, &queue_indexed);
+}
+
+std::int64_t MongoStore::highest_ticket() {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* queue = impl.queue_collection(/*ensure_index=*/true);
+  Bson filter;
+  Bson opts;
+  append_sort(opts.get(), {{"seq", -1}});
+  BSON_APPEND_INT64(opts.get(), "limit", 1);
+  const auto found =
+      impl.find_docs<TicketRecord>(queue, filter.get(), opts.get(), ticket_from_bson, "read of the queue of waiters");
+  return found.empty() ? 0 : found.front().seq;
+}
+
+bool MongoStore::insert_ticket(TicketRecord& ticket) {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* queue = impl.queue_collection();
+  ticket.id = new_object_id();
+  Bson doc;
+  to_bson(ticket, doc.get());
+  Reply reply;
+  bson_error_t error;
+  if (mongoc_collection_insert_one(queue, doc.get(), impl.write_opts.get(), reply.get(), &error)) return true;
+  if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false;
+  impl.fail(fmt::format("insert of a queue ticket for '{}'", ticket.name), error);
+}
+
+std::int64_t MongoStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson selector;
+  append_id(selector.get(), id);
+  append_date_condition(selector.get(), "expires_at", "$gt", now);
+  Bson update;
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
+  bson_append_document_end(update.get(), &set);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_update_one(impl.queue_collection(), selector.get(), update.get(), impl.write_opts.get(),
+                                    reply.get(), &error)) {
+    impl.fail("renewal of a queue ticket", error);
+  }
+  return reply.integer("matchedCount");
+}
+
+std::int64_t MongoStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson selector;
+  append_id(selector.get(), id);
+  if (expired_at_or_before) append_date_condition(selector.get(), "expires_at", "$lte", *expired_at_or_before);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_delete_one(impl.queue_collection(), selector.get(), impl.write_opts.get(), reply.get(),
+                                    &error)) {
+    impl.fail("delete of a queue ticket", error);
+  }
+  return reply.integer("deletedCount");
+}
+
+std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& names) {
+  auto& impl = *m_impl;
+  impl.connect();
+  Bson filter;
+  if (!names.empty()) {
+    bson_t condition, in;
+    BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "name", &condition);
+    BSON_APPEND_ARRAY_BEGIN(&condition, "$in", &in);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const auto key = std::to_string(i);
+      bson_append_utf8(&in, key.c_str(), -1, names[i].data(), static_cast<int>(names[i].size()));
+    }
+    bson_append_array_end(&condition, &in);
+    bson_append_document_end(filter.get(), &condition);
+  }
+  Bson opts;
+  append_sort(opts.get(), {{"seq", 1}, {"name", 1}});
+  BSON_APPEND_INT64(opts.get(), "batchSize", k_one_reply); // every ticket in the first reply
+  return impl.find_docs<TicketRecord>(impl.queue_collection(), filter.get(), opts.get(), ticket_from_bson,
+                                      "read of the queue of waiters");
+}
+
+namespace {
+
+mongoc_collection_t* open_events(mongoc_client_t* client, const StoreConfig& config, CollectionPtr& events) {
+  if (!events) {
+    // In a database of its own: on FerretDB v1 (SQLite) an open tailable cursor keeps its database from
+    // creating collections and indexes ("database is locked").
+    const auto database = config.database + "_events";
+    const auto name = config.collection + "_events";
+    events.reset(mongoc_client_get_collection(client, database.c_str(), name.c_str()));
+  }
+  return events.get();
+}
+
+// Inserts one event per name (at most two), each {name, ticket (unless empty), t}.
+bool insert_events(mongoc_collection_t* events, std::initializer_list<std::string_view> names, std::string_view ticket,
+                   std::int64_t t, const bson_t* write_opts, bson_error_t& error) {
+  Bson docs[2];
+  const bson_t* pointers[2] = {docs[0].get(), docs[1].get()};
+  std::size_t count = 0;
+  for (const auto name : names) {
+    if (count == 2) break;
+    append_string(docs[count].get(), "name", name);
+    if (!ticket.empty()) append_string(docs[count].get(), "ticket", ticket);
+    BSON_APPEND_INT64(docs[count].get(), "t", t);
+    ++count;
+  }
+  Reply reply;
+  return mongoc_collection_insert_many(events, pointers, count, write_opts, reply.get(), &error);
+}
+
+class MongoEventFeed final : public EventFeed {
+public:
+  // `fail` throws the Error for a driver error message.
+  MongoEventFeed(mongoc_cursor_t* cursor, std::function<void(const char*)> fail)
+      : m_cursor(cursor), m_fail(std::move(fail)) {}
+
+  std::optional<WakeEvent> wait(const std::vector<std::string>& names) override {
+    const bson_t* doc = nullptr;
+    // Read what is there (next() sends a getMore when the batch read so far is used up, which waits up to
+    // the await time when there is nothing new); stop at the first event of one of our names.
+    while (mongoc_cursor_next(m_cursor.get(), &doc)) {
+      bson_iter_t it;
+      if (!bson_iter_init_find(&it, doc, "name")) continue;
+      WakeEvent event{iter_string(it), {}};
+      if (std::find(names.begin(), names.end(), event.name) == names.end()) continue;
+      if (bson_iter_init_find(&it, doc, "ticket")) event.ticket = iter_string(it);
+      return event;
+    }
+    bson_error_t error;
+    if (mongoc_cursor_error(m_cursor.get(), &error)) m_fail(error.message);
+    if (!mongoc_cursor_more(m_cursor.get())) m_fail("the server closed the tailable cursor");
+    return std::nullopt;
+  }
+
+private:
+  CursorPtr m_cursor;
+  std::function<void(const char*)> m_fail;
+};
+
+} // namespace
+
+void MongoStore::append_event(std::string_view name, std::string_view ticket) {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* events = open_events(impl.client.get(), impl.config, impl.events);
+  bson_error_t error;
+  if (!insert_events(events, {name}, ticket, to_bson_date(clock().now()), impl.write_opts.get(), error)) {
+    impl.fail(fmt::format("append of a wake-up event for '{}'", name), error);
+  }
+}
+
+std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
+  auto& impl = *m_impl;
+  impl.connect();
+  auto* events = open_events(impl.client.get(), impl.config, impl.events);
+  bson_error_t error;
+  {
+    Bson opts;
+    BSON_APPEND_BOOL(opts.get(), "capped", true);
+    BSON_APPEND_INT64(opts.get(), "size", 1 << 20);
+    // Few events: FerretDB v1 reads the whole collection for every check of every waiting cursor (every
+    // 10 ms; measured: an event reaches a waiter in 21 ms with 2 events stored, 31 ms with 100, 150 ms
+    // with 1000). It trims capped collections to `max` once a minute; MongoDB on every insert.
+    BSON_APPEND_INT64(opts.get(), "max", 100);
+    const auto database_name = impl.config.database + "_events";
+    std::unique_ptr<mongoc_database_t, Deleter<mongoc_database_destroy>> database(
+        mongoc_client_get_database(impl.client.get(), database_name.c_str()));
+    mongoc_collection_t* created =
+        mongoc_database_create_collection(database.get(), mongoc_collection_get_name(events), opts.get(), &error);
+    if (created != nullptr) {
+      mongoc_collection_destroy(created);
+    } else if (error.code != 48) { // 48: NamespaceExists
+      impl.fail("creation of the capped collection of wake-up events", error);
+    }
+  }
+  // Tail from the two newest events when there are two (no insert: every stored event makes FerretDB's
+  // waiting cursors slower); else from two marker events inserted now. The older of the two is the
+  // cursor's first batch; the newer one, or a marker, is the first event read (a spurious wake-up).
+  std::optional<std::int64_t> newest;
+  {
+    Bson all;
+    Bson newest_opts;
+    append_sort(newest_opts.get(), {{"$natural", -1}});
+    BSON_APPEND_INT64(newest_opts.get(), "limit", 2);
+    const auto times = impl.find_docs<std::optional<std::int64_t>>(
+        events, all.get(), newest_opts.get(),
+        [](const bson_t* doc) {
+          bson_iter_t it;
+          return bson_iter_init_find(&it, doc, "t") ? number(it) : std::nullopt;
+        },
+        "read of the newest wake-up events");
+    if (times.size() == 2 && times[0] && times[1]) newest = std::min(*times[0], *times[1]);
+  }
+  const auto from = newest ? *newest : to_bson_date(clock().now());
+  if (!newest && !insert_events(events, {"", ""}, {}, from, impl.write_opts.get(), error)) {
+    impl.fail("insert of wake-up event markers", error);
+  }
+  Bson filter;
+  bson_t range;
+  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "t", &range);
+  BSON_APPEND_INT64(&range, "$gte", from);
+  bson_append_document_end(filter.get(), &range);
+  Bson opts;
+  BSON_APPEND_BOOL(opts.get(), "tailable", true);
+  BSON_APPEND_BOOL(opts.get(), "awaitData", true);
+  BSON_APPEND_INT64(opts.get(), "batchSize", 1);
+  BSON_APPEND_INT64(opts.get(), "maxAwaitTimeMS", std::clamp<Millis::rep>(await.count(), 1, 60'000));
+  auto fail = [&impl](const char* message) {
+    throw unavailable_error(fmt::format("following the wake-up events of {} failed: {}", impl.namespace_name,
+                                        scrub_secrets(message, impl.config.uri)));
+  };
+  mongoc_cursor_t* cursor = mongoc_collection_find_with_opts(events, filter.get(), opts.get(), nullptr);
+  auto feed = std::make_unique<MongoEventFeed>(cursor, fail);
+  // The first batch (a marker; no getMore, no waiting): checks that the cursor stays open.
+  const bson_t* first = nullptr;
+  if (!mongoc_cursor_next(cursor, &first)) {
+    if (mongoc_cursor_error(cursor, &error)) fail(error.message);
+    fail("the tailable cursor returned no marker");
+  }
+  if (!mongoc_cursor_more(cursor)) fail("the server closed the tailable cursor");
+  // Later getMores take whatever has come (FerretDB needs the small batch only for the first one).
+  mongoc_cursor_set_batch_size(cursor, 100);
+  return feed;
+}
+
+} // namespace mongolock
