@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 namespace mongolock {
@@ -26,18 +27,34 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   // A seq above every ticket of every name (at the front: below every ticket of these names, and below 0);
   // on a duplicate key (a concurrent join took it on one of our names), give back what was inserted and
   // take the next one.
+  // A seq at an end of the int64 range leaves no seq beyond it: only another program writes one.
+  const auto no_room = [&](std::int64_t seq, const char* where) {
+    return unavailable_error(
+        fmt::format("could not join the queue of '{}': {} is {}, the {} int64 (mongolock never writes it); delete "
+                    "that document and try again",
+                    names.front(), where, seq, seq < 0 ? "lowest" : "highest"));
+  };
   const auto next = [&] {
     const auto highest = m_store.highest_ticket(); // also makes the unique index
-    if (!front) return highest + 1;
+    if (!front) {
+      if (highest == std::numeric_limits<std::int64_t>::max()) throw no_room(highest, "the seq of a queue ticket");
+      return highest + 1;
+    }
     // Tickets first, then holders: a replacing run that took a lock between the two reads inserted its
     // lock before it deleted its ticket, so one of the reads sees it.
     const auto tickets = m_store.tickets(names); // by seq: the first is the lowest
     auto lowest = std::min<std::int64_t>(tickets.empty() ? 0 : tickets.front().seq, 0);
+    const char* where = "the seq of a queue ticket";
     for (const auto& name : names) {
-      for (const auto& lock : m_store.list(name))
-        lowest = std::min(lowest, lock.replace_seq.value_or(0));
+      for (const auto& lock : m_store.list(name)) {
+        if (lock.replace_seq.value_or(0) < lowest) {
+          lowest = *lock.replace_seq;
+          where = "the replace_seq of the lock document";
+        }
+      }
     }
     if (previous && lowest < *previous) m_passed = true;
+    if (lowest == std::numeric_limits<std::int64_t>::min()) throw no_room(lowest, where);
     return lowest - 1;
   };
   LocalTime sent{};

@@ -12,7 +12,8 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         live for SECONDS from the server's clock: a waiter (or, seq < 0, a waiting
                         replacing run) as another client would have queued it
     mongo.py set NAME FIELD VALUE  set a string field of NAME's lock document to VALUE's bytes as given
-                        (also invalid UTF-8): what another client could store
+                        (also invalid UTF-8): what another client could store; FIELD:int, FIELD:double
+                        and FIELD:doc store VALUE as an int64, a double or the document {x: VALUE}
     mongo.py runs [NAME]  the run history (collection <collection>_runs), of NAME or of every name, as one
                         JSON array, newest first (dates as epoch milliseconds)
     mongo.py insert-run KEY=VALUE...  insert a run document: KEY=text (its bytes as given, also invalid
@@ -59,6 +60,8 @@ def encode(doc):
             out += b"\x08" + cstring(key) + (b"\x01" if value else b"\x00")
         elif isinstance(value, int):
             out += b"\x12" + cstring(key) + struct.pack("<q", value)
+        elif isinstance(value, float):
+            out += b"\x01" + cstring(key) + struct.pack("<d", value)
         elif isinstance(value, Date):
             out += b"\x09" + cstring(key) + struct.pack("<q", value.ms)
         elif isinstance(value, RawStr):
@@ -193,9 +196,17 @@ def main():
             die(f"insert failed: {reply}")
     elif what == "set" and len(sys.argv) == 5:
         # set PROGRAM FIELD VALUE: what another client could store (VALUE's bytes as given, even invalid UTF-8)
-        value = sys.argv[4].encode("utf-8", "surrogateescape")
+        field, _, kind = sys.argv[3].partition(":")
+        if kind == "int":
+            value = int(sys.argv[4])
+        elif kind == "double":
+            value = float(sys.argv[4])
+        elif kind == "doc":
+            value = {"x": sys.argv[4]}
+        else:
+            value = RawStr(sys.argv[4].encode("utf-8", "surrogateescape"))
         reply = command({"update": coll, "updates": [{"q": {"program": sys.argv[2]},
-                                                       "u": {"$set": {sys.argv[3]: RawStr(value)}}}], "$db": db})
+                                                       "u": {"$set": {field: value}}}], "$db": db})
         if reply.get("ok") != 1.0 or reply.get("n") != 1:
             die(f"update failed: {reply}")
     elif what == "runs" and len(sys.argv) in (2, 3):

@@ -152,6 +152,32 @@ from_another_host() {
   assert_matches "$T/a.err" "replaced by a newer run on host-b:[0-9]+; stopping the command"
 }
 
+# Seqs another program wrote: a replace_seq of a foreign type or beyond the int64 range is read clamped
+# (a double of 1e308 is the highest seq: any replacing run is newer), and a seq at an end of the int64
+# range, which leaves no seq beyond it, is refused in one line naming it (69), without an overflow.
+hostile_seqs() {
+  NAME=$(lock_name)
+  : >"$T/log"
+  start_job a --replace
+  local a=$BG_PID
+  wait_until 10 started a
+  python3 "$ITEST_DIR/mongo.py" set "$NAME" replace_seq:double 1e308 || fail "cannot set replace_seq"
+  start_job b --replace
+  local b=$BG_PID
+  expect_bg_exit 75 "$a" a
+  wait_until 20 started b || fail_with "the replacing run did not start" b "$T/b.err"
+  python3 "$ITEST_DIR/mongo.py" set "$NAME" replace_seq:int -9223372036854775808 || fail "cannot set replace_seq"
+  expect_exit 69 -- ml run "$NAME" --replace -- touch "$T/ran"
+  assert_error_line "could not join the queue of '$NAME': the replace_seq of the lock document is -9223372036854775808, the lowest int64 (mongolock never writes it); delete that document and try again"
+  python3 "$ITEST_DIR/mongo.py" insert-ticket "$NAME" 9223372036854775807 "evil:1" 60 || fail "cannot plant the ticket"
+  expect_exit 69 -- ml run "$NAME" --wait 5s -- touch "$T/ran"
+  assert_error_line "could not join the queue of '$NAME': the seq of a queue ticket is 9223372036854775807, the highest int64 (mongolock never writes it); delete that document and try again"
+  [[ ! -e $T/ran ]] || fail "a job ran although the lock was held"
+  kill -0 "$b" 2>/dev/null || fail_with "the holder did not run on" b "$T/b.err"
+  kill -TERM "$b"
+  wait_bg "$b" b
+}
+
 bad_combinations() {
   NAME=$(lock_name)
   expect_exit 64 -- ml run "$NAME" --replace --slots 2 -- true
@@ -171,5 +197,6 @@ run_case "run --replace: ahead of waiters that queued first" ahead_of_waiters
 run_case "run --replace: a holder without --replace runs to its end; the newest replacing run wins" only_replaceable_holders
 run_case "run --replace: only a newer replacing run stops a replacing holder" only_newer_replacing_runs
 run_case "run --replace from another host" from_another_host
+run_case "run --replace: seqs another program wrote (foreign types, the ends of int64)" hostile_seqs
 run_case "run --replace with --slots: 64; --wait bounds the wait" bad_combinations
 finish

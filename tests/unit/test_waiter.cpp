@@ -6,6 +6,7 @@
 #include <mongolock/waiter.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -297,6 +298,39 @@ TEST_CASE("A replacing run joins at the front; a newer one passes it (run --repl
   b.join({"job"}, "b:1");
   CHECK_FALSE(b.at_head());
   CHECK(b.position() == 5);
+}
+
+TEST_CASE("A ticket at an end of the int64 range (another program's) gives a clear error, no overflow") {
+  MemoryStore store;
+  const auto plant = [&](std::int64_t seq) {
+    TicketRecord ticket;
+    ticket.name = "job";
+    ticket.seq = seq;
+    ticket.process = "evil:1";
+    ticket.since = store.clock().now();
+    ticket.expires_at = store.clock().now() + 30s;
+    REQUIRE(store.insert_ticket(ticket));
+  };
+  plant(std::numeric_limits<std::int64_t>::max());
+  WaitQueue back(store, quiet);
+  CHECK_THROWS_WITH_AS(back.join({"job"}, "b:1"),
+                       "could not join the queue of 'job': the seq of a queue ticket is 9223372036854775807, the "
+                       "highest int64 (mongolock never writes it); delete that document and try again",
+                       Error);
+  WaitQueue front(store, quiet);
+  front.join({"job"}, "r:1", true); // the front still has room
+  CHECK(front.seq() == -1);
+  plant(std::numeric_limits<std::int64_t>::min());
+  WaitQueue newer(store, quiet);
+  try {
+    newer.join({"job"}, "r:2", true);
+    FAIL("joined below the lowest int64");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == k_exit_unavailable);
+    CHECK(std::string(e.what()).find("the seq of a queue ticket is -9223372036854775808, the lowest int64") !=
+          std::string::npos);
+  }
+  CHECK(store.tickets({"job"}).size() == 3); // nothing inserted by the failed joins
 }
 
 TEST_SUITE_END();

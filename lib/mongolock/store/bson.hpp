@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +35,18 @@ using WriteConcernPtr = std::unique_ptr<mongoc_write_concern_t, Deleter<mongoc_w
 using ServerDescriptionPtr = std::unique_ptr<mongoc_server_description_t, Deleter<mongoc_server_description_destroy>>;
 using ApmCallbacksPtr = std::unique_ptr<mongoc_apm_callbacks_t, Deleter<mongoc_apm_callbacks_destroy>>;
 
+// A number field (int32, int64 or double) as an int64; a double is truncated and clamped to the int64
+// range (bson_iter_as_int64 casts it, undefined beyond that range); NaN and other types give nullopt.
+inline std::optional<std::int64_t> number(const bson_iter_t& it) {
+  if (!BSON_ITER_HOLDS_NUMBER(&it)) return std::nullopt;
+  if (!BSON_ITER_HOLDS_DOUBLE(&it)) return bson_iter_as_int64(&it);
+  const double d = bson_iter_double(&it);
+  if (std::isnan(d)) return std::nullopt;
+  if (d <= -0x1p63) return std::numeric_limits<std::int64_t>::min();
+  if (d >= 0x1p63) return std::numeric_limits<std::int64_t>::max();
+  return static_cast<std::int64_t>(d);
+}
+
 // A driver out-parameter document; the driver (re)initializes it, we always destroy it.
 class Reply {
 public:
@@ -45,7 +59,7 @@ public:
   // An integer field of the reply (int32, int64 or double), or 0 when absent.
   [[nodiscard]] std::int64_t integer(const char* key) const {
     bson_iter_t it;
-    return bson_iter_init_find(&it, &m_doc, key) && BSON_ITER_HOLDS_NUMBER(&it) ? bson_iter_as_int64(&it) : 0;
+    return bson_iter_init_find(&it, &m_doc, key) ? number(it).value_or(0) : 0;
   }
 
 private:
@@ -111,11 +125,6 @@ inline std::string iter_id(const bson_iter_t& it) {
   char hex[25];
   bson_oid_to_string(bson_iter_oid(&it), hex);
   return hex;
-}
-
-inline std::optional<std::int64_t> number(const bson_iter_t& it) {
-  if (!BSON_ITER_HOLDS_NUMBER(&it)) return std::nullopt;
-  return bson_iter_as_int64(&it);
 }
 
 // Appends `{field: {op: date}}`.

@@ -35,7 +35,7 @@ TicketRecord ticket_from_bson(const bson_t* doc) {
     } else if (key == "name") {
       ticket.name = iter_string(it);
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "seq") {
-      ticket.seq = bson_iter_as_int64(&it);
+      ticket.seq = number(it).value_or(0);
     } else if (key == "process") {
       ticket.process = iter_string(it);
     } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "since") {

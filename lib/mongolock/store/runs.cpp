@@ -69,9 +69,9 @@ void read_fold_field(std::string_view key, const bson_iter_t& it, RunRecord& run
   } else if (key == "held_lock") {
     run.held_lock = iter_string(it);
   } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "skips") {
-    run.skips = std::max<std::int64_t>(bson_iter_as_int64(&it), 0);
+    run.skips = std::max<std::int64_t>(number(it).value_or(0), 0);
   } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "skip_hosts") {
-    run.skip_hosts = std::max<std::int64_t>(bson_iter_as_int64(&it), 0);
+    run.skip_hosts = std::max<std::int64_t>(number(it).value_or(0), 0);
   }
 }
 
@@ -100,19 +100,19 @@ RunRecord run_from_bson(const bson_t* doc) {
     } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "ended_at") {
       run.ended_at = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "duration_ms") {
-      run.duration = Millis(bson_iter_as_int64(&it));
+      run.duration = Millis(number(it).value_or(0));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "waited_ms") {
-      run.waited = Millis(bson_iter_as_int64(&it));
+      run.waited = Millis(number(it).value_or(0));
     } else if (key == "outcome") {
       run.outcome = iter_string(it);
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "exit_code") {
-      run.exit_code = static_cast<int>(std::clamp<std::int64_t>(bson_iter_as_int64(&it), -1, 255));
+      run.exit_code = static_cast<int>(std::clamp<std::int64_t>(number(it).value_or(0), -1, 255));
     } else if (key == "signal") {
       run.signal = iter_string(it);
     } else if (key == "held_by") {
       run.held_by = iter_string(it);
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "fence") {
-      run.fence = bson_iter_as_int64(&it);
+      run.fence = number(it).value_or(0);
     } else {
       read_fold_field(key, it, run);
     }
