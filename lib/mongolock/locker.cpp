@@ -13,10 +13,8 @@ std::string slot_program(std::string_view name, int slot) {
   return slot > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
 }
 
-std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index,
-                                              std::vector<LockRecord>* seen) {
-  (void)m_store.clock(); // connect first, so the server's time is read right after the handshake
-  if (ensure_index) m_store.ensure_indexes();
+// The lock document of `request`, with a new token; times, program and _id are set when it is inserted.
+LockRecord Locker::new_lock(const AcquireRequest& request) {
   LockRecord lock;
   lock.name = request.name;
   lock.process = request.process;
@@ -30,7 +28,30 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   lock.boot_id = request.boot_id;
   lock.pid_ns = request.pid_ns;
   lock.pid_start = request.pid_start;
+  return lock;
+}
 
+// Takes the name's next fencing token and stores it in `lock` (by _id and token). On failure the lock is
+// released and the error thrown on (76 when the lock was lost before the token was stored).
+void Locker::assign_fence(const std::string& name, LockRecord& lock) {
+  try {
+    const auto fence = m_store.next_fence(name);
+    if (m_store.set_fence(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token}, fence) != 1) {
+      throw Error(k_exit_lease_lost,
+                  fmt::format("lock '{}' was lost before its fencing token was stored", lock.program));
+    }
+    lock.fence = fence;
+  } catch (const Error&) {
+    release_quietly(lock);
+    throw;
+  }
+}
+
+std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, bool ensure_index,
+                                              std::vector<LockRecord>* seen) {
+  (void)m_store.clock(); // connect first, so the server's time is read right after the handshake
+  if (ensure_index) m_store.ensure_indexes();
+  LockRecord lock = new_lock(request);
   const auto insert = [&] {
     // Times from the latest the server's clock can read: the lease never looks shorter to others.
     lock.sent = LeaseClock::now();
@@ -81,19 +102,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
   }
   if (!acquired) return std::nullopt;
 
-  if (request.fence) {
-    try {
-      const auto fence = m_store.next_fence(request.name);
-      if (m_store.set_fence(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token}, fence) != 1) {
-        throw Error(k_exit_lease_lost,
-                    fmt::format("lock '{}' was lost before its fencing token was stored", lock.program));
-      }
-      lock.fence = fence;
-    } catch (const Error&) {
-      release_quietly(lock);
-      throw;
-    }
-  }
+  if (request.fence) assign_fence(request.name, lock);
   return lock;
 }
 

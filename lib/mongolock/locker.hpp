@@ -151,6 +151,9 @@ public:
 private:
   friend class Waiter; // waiter.hpp: acquire_all's state machine makes the attempts and reads
   void release_quietly(const LockRecord& lock);
+  // try_acquire's parts: the document to insert (a new token), and the fencing token once inserted.
+  static LockRecord new_lock(const AcquireRequest& request);
+  void assign_fence(const std::string& name, LockRecord& lock);
   // A busy slot's document `current`: deleted when it expired more than the takeover grace ago (by _id and
   // "still expired that long", on the server's earliest clock) or, with request.holder_dead, when its holder
   // is provably dead on this host (by _id, token and hold_until <= now: a --min-hold outlives its holder).

@@ -75,8 +75,8 @@ sigset_t g_unblocked;        // what reset_inherited_signals() unblocked (given 
 } // namespace
 
 void reset_inherited_signals() {
-  struct sigaction old{};
-  struct sigaction dfl{};
+  struct sigaction old {};
+  struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   if (sigaction(SIGCHLD, &dfl, &old) == 0) g_chld_ignored = old.sa_handler == SIG_IGN;
@@ -92,7 +92,7 @@ void reset_inherited_signals() {
 }
 
 void ignore_sigpipe() {
-  struct sigaction ign{};
+  struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
   sigaction(SIGPIPE, &ign, nullptr);
@@ -532,6 +532,22 @@ Error exec_failure(const std::string& name, int exec_errno) {
 
 } // namespace
 
+namespace {
+
+// Child::spawn's two channels to the guardian, close-on-exec: `exec_pipe` (the exec's errno, or EOF on
+// exec) and `control` (a SOCK_SEQPACKET pair). Throws Error (70) when either cannot be made (none is left open).
+void open_spawn_channels(int (&exec_pipe)[2], int (&control)[2]) {
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw internal_error(fmt::format("pipe failed: {}", std::strerror(errno)));
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) != 0) {
+    const int err = errno;
+    close(exec_pipe[0]);
+    close(exec_pipe[1]);
+    throw internal_error(fmt::format("socketpair failed: {}", std::strerror(err)));
+  }
+}
+
+} // namespace
+
 Child Child::spawn(const ChildSpec& spec) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
   auto argv_strings = spec.argv;
@@ -558,14 +574,8 @@ Child Child::spawn(const ChildSpec& spec) {
 
   const auto orphan = prepare_orphan_exec(spec.orphan_request);
   int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw internal_error(fmt::format("pipe failed: {}", std::strerror(errno)));
   int control[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) != 0) {
-    const int err = errno;
-    close(exec_pipe[0]);
-    close(exec_pipe[1]);
-    throw internal_error(fmt::format("socketpair failed: {}", std::strerror(err)));
-  }
+  open_spawn_channels(exec_pipe, control);
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
@@ -584,7 +594,7 @@ Child Child::spawn(const ChildSpec& spec) {
                    // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
                    // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
                    // mask.
-                   struct sigaction action{};
+                   struct sigaction action {};
                    sigemptyset(&action.sa_mask);
                    action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
                    sigaction(SIGCHLD, &action, nullptr);
