@@ -103,10 +103,11 @@ bool WaitQueue::keep_alive(Millis lease) {
     // not count, so no two waiters can both believe they are first.
     if (!renewed || answered > answer_limit()) {
       m_log.warning(fmt::format(
-          "the queue ticket of '{}' was lost ({}); joining the queue again, at its back", ticket.name,
+          "the queue ticket of '{}' was lost ({}); joining the queue again, at its {}", ticket.name,
           renewed
               ? fmt::format("its renewal took {}, over {}", format_duration(answered), format_duration(answer_limit()))
-              : fmt::format("this process stalled longer than its {} lease", format_duration(m_lease))));
+              : fmt::format("this process stalled longer than its {} lease", format_duration(m_lease)),
+          m_front ? "front (a replacing run)" : "back"));
       const auto names = m_names;
       join(names, m_process, m_front);
       return false;
