@@ -5,6 +5,7 @@
 
 #include <mongolock/duration.hpp>
 #include <mongolock/lock_store.hpp>
+#include <mongolock/run_store.hpp>
 
 #include <cstdint>
 #include <optional>

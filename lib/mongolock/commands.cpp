@@ -331,7 +331,7 @@ namespace {
 
 // The rows `history` prints: every record one by one (--skipped), or the executed runs with the skipped
 // attempts folded in (two finds: the runs, then the attempts since the oldest of them started).
-std::vector<HistoryRow> history_rows(LockStore& store, const HistoryOptions& options, std::optional<ServerTime> since) {
+std::vector<HistoryRow> history_rows(RunStore& store, const HistoryOptions& options, std::optional<ServerTime> since) {
   if (options.skipped) return one_row_each(store.runs_of_kind(options.name, since, options.limit, RunKind::all));
   const auto executed = store.runs_of_kind(options.name, since, options.limit, RunKind::executed);
   // When the limit cut the executed runs, attempts older than the oldest listed run's start belong to runs

@@ -119,7 +119,7 @@ void sample_hosts(SkipFold& fold, const std::set<std::string>& seen) {
 
 // An executed run's record gets the skipped attempts that named its lock, as stored now (one find for all
 // of `runs`). A failure only leaves the counts at 0 (history then counts the attempts still stored).
-void count_skips(LockStore& store, std::vector<RunRecord>& runs, const Log& log) {
+void count_skips(RunStore& store, std::vector<RunRecord>& runs, const Log& log) {
   std::vector<std::string> locks;
   for (const auto& run : runs) {
     if (!run.lock.empty() && !is_attempt(run.outcome)) locks.push_back(run.lock);
@@ -147,7 +147,7 @@ void count_skips(LockStore& store, std::vector<RunRecord>& runs, const Log& log)
 // Before a purge may delete attempts of `name`: the executed runs they name get the count of every
 // attempt still stored, when higher than the one they stored (attempts written after the holder counted).
 // Three commands: the attempts, the runs, one update (only of the runs whose count grows).
-void close_runs(LockStore& store, const std::string& name) {
+void close_runs(RunStore& store, const std::string& name) {
   const auto attempts = store.runs_of_kind(name, std::nullopt, k_max_history_keep, RunKind::attempts);
   std::map<std::string, std::pair<SkipFold, std::set<std::string>>> by_lock;
   for (const auto& attempt : attempts) {
@@ -175,7 +175,7 @@ void close_runs(LockStore& store, const std::string& name) {
   if (!grown.empty()) store.update_skips(grown, was);
 }
 
-void purge(LockStore& store, const std::vector<RunRecord>& runs, const HistoryPolicy& policy, ServerTime now,
+void purge(RunStore& store, const std::vector<RunRecord>& runs, const HistoryPolicy& policy, ServerTime now,
            const Log& log) {
   try {
     std::int64_t deleted = 0;
@@ -193,7 +193,7 @@ void purge(LockStore& store, const std::vector<RunRecord>& runs, const HistoryPo
 
 } // namespace
 
-void record_runs(LockStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
+void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log) {
   if (!policy.enabled || runs.empty()) return;
   const bool executed = !is_attempt(runs.front().outcome);
@@ -309,10 +309,10 @@ HistorySummary summarize(const std::vector<HistoryRow>& rows) {
   return summary;
 }
 
-// --- LockStore's defaults for stores that do not filter the history on the server (lock_store.hpp) ----
+// --- RunStore's defaults for stores that do not filter the history on the server (run_store.hpp) ------
 
-std::vector<RunRecord> LockStore::runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since,
-                                               std::int64_t limit, RunKind kind) {
+std::vector<RunRecord> RunStore::runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since,
+                                              std::int64_t limit, RunKind kind) {
   if (kind == RunKind::all) return runs(name, since, limit);
   auto out = runs(name, since, k_max_history_keep);
   std::erase_if(out, [kind](const RunRecord& run) { return is_attempt(run.outcome) != (kind == RunKind::attempts); });
@@ -320,7 +320,7 @@ std::vector<RunRecord> LockStore::runs_of_kind(std::optional<std::string_view> n
   return out;
 }
 
-std::vector<RunRecord> LockStore::skips_of(const std::vector<std::string>& locks, std::int64_t limit) {
+std::vector<RunRecord> RunStore::skips_of(const std::vector<std::string>& locks, std::int64_t limit) {
   std::vector<RunRecord> out;
   if (locks.empty()) return out;
   for (auto& run : runs_of_kind(std::nullopt, std::nullopt, k_max_history_keep, RunKind::attempts)) {
@@ -330,7 +330,7 @@ std::vector<RunRecord> LockStore::skips_of(const std::vector<std::string>& locks
   return out;
 }
 
-std::vector<RunRecord> LockStore::runs_holding(std::string_view name, const std::vector<std::string>& locks) {
+std::vector<RunRecord> RunStore::runs_holding(std::string_view name, const std::vector<std::string>& locks) {
   auto out = runs_of_kind(name, std::nullopt, k_max_history_keep, RunKind::executed);
   std::erase_if(out, [&locks](const RunRecord& run) {
     return run.lock.empty() || std::find(locks.begin(), locks.end(), run.lock) == locks.end();
@@ -338,11 +338,11 @@ std::vector<RunRecord> LockStore::runs_holding(std::string_view name, const std:
   return out;
 }
 
-void LockStore::update_skips(const std::vector<RunRecord>& /*runs*/, const std::vector<std::int64_t>& /*was*/) {}
+void RunStore::update_skips(const std::vector<RunRecord>& /*runs*/, const std::vector<std::int64_t>& /*was*/) {}
 
-void LockStore::record_last_runs(const std::vector<RunRecord>& /*runs*/) {}
+void RunStore::record_last_runs(const std::vector<RunRecord>& /*runs*/) {}
 
-std::vector<RunRecord> LockStore::last_runs(const std::vector<std::string>& names) {
+std::vector<RunRecord> RunStore::last_runs(const std::vector<std::string>& names) {
   std::vector<RunRecord> out;
   for (const auto& name : names) {
     auto runs = runs_of_kind(name, std::nullopt, 1, RunKind::executed);

@@ -5,6 +5,7 @@
 
 #include <mongolock/lock_store.hpp>
 #include <mongolock/log.hpp>
+#include <mongolock/run_store.hpp>
 
 #include <cstddef>
 
@@ -73,7 +74,7 @@ inline constexpr std::size_t k_skip_host_sample = 5;
 // server clock). An attempt only inserts (a skipped run: 2 writes in all, the refused lock insert and this).
 // Nothing happens when the policy is disabled or `runs` is empty. Never throws: a failure is one warning
 // line on `log` (the run's exit status does not change).
-void record_runs(LockStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
+void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log);
 
 // The skipped attempts folded into one line of `history`: those that named one run's lock (held_lock), or,

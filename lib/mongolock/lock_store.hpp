@@ -1,5 +1,6 @@
-// The lock store: the small interface between the lock protocol (locker.hpp) and MongoDB
-// (mongo_store.hpp). It knows documents and server round trips, not policy.
+// The lock store: the small interface between the lock protocol (locker.hpp, queue.hpp, waiter.hpp) and
+// MongoDB (mongo_store.hpp): lock documents, fencing tokens, queue tickets and wake-up events. It knows
+// documents and server round trips, not policy. The run history has its own interface (run_store.hpp).
 #pragma once
 
 #include <mongolock/clock.hpp>
@@ -76,44 +77,6 @@ struct TicketRecord {
   ServerTime expires_at{}; // [expires_at] server clock, UTC: the ticket's lease; skipped (dead) after this
 };
 
-// One ended `mongolock run` of one lock name: a document in "<collection>_runs", the run history
-// (history.hpp). A run of several names has one record per name, written in one command. Field names in
-// MongoDB are in brackets.
-struct RunRecord {
-  std::string id;                       // [_id] ObjectId as 24 hex digits
-  std::string name;                     // [name] the lock name (index "name_1_ended_at_1")
-  std::string process;                  // [process] the run, "<host>:<pid>" of mongolock
-  std::string host;                     // [host] the run's host name
-  std::string user;                     // [user] the run's user name
-  std::vector<std::string> command;     // [command] argv: redacted and bounded (recorded_command())
-  std::optional<ServerTime> started_at; // [started_at] server clock, UTC: when the command started; unset when
-                                        // it never started (skipped, not-executable, not-due, interrupted)
-  ServerTime ended_at{};                // [ended_at] server clock, UTC: when the whole job had ended, or when
-                                        // the run gave up
-  std::optional<Millis> duration;       // [duration_ms] ended_at - started_at, milliseconds; unset with started_at
-  Millis waited{0};                     // [waited_ms] time spent waiting for the lock (--wait), milliseconds
-  std::string outcome;                  // [outcome] ok, failed, timeout, lease-lost, not-executable, skipped,
-                                        // not-due
-                                        // (history.hpp: outcome_name()); as stored, maybe another client's text
-  int exit_code = 0;                    // [exit_code] mongolock's exit status for this run
-  std::string signal;                   // [signal] the signal that ended the command, e.g. "TERM"; "" when none
-  std::string held_by; // [held_by] skipped: the holder that kept the lock; replaced: the replacing run; "<host>:<pid>"
-  std::optional<std::int64_t> fence;   // [fence] the fencing token the run held, with --fence
-  std::string lock;                    // [lock] executed: the _id of the lock document the run held (of its
-                                       // first slot); "" when unknown (older versions, not executed)
-  std::string held_lock;               // [held_lock] skipped: the _id of the holder's lock document; the run
-                                       // whose `lock` it is held the lock (history folds the skip into it)
-  std::int64_t skips = 0;              // [skips] executed: skipped attempts that named this run's lock, as
-                                       // counted when it ended (history.hpp: SkipFold)
-  std::int64_t skip_hosts = 0;         // [skip_hosts] executed: how many hosts those attempts came from
-  std::vector<std::string> skipped_on; // [skipped_on] executed: up to k_skip_host_sample of those hosts
-};
-
-// Which runs a read of the history returns: every record, only the runs whose command was due (executed:
-// ok, failed, timeout, lease-lost, not-executable and outcomes this version does not know) or only the
-// attempts that did not run it (skipped, not-due).
-enum class RunKind { all, executed, attempts };
-
 // A wake-up event: lock `name` was released (deleted, broken, or released into its minimum hold).
 struct WakeEvent {
   std::string name;   // [name] the lock name
@@ -136,20 +99,6 @@ public:
   // fails or the server closed it: the caller then polls instead. On FerretDB v1 events that arrive in
   // the last ~10 ms of an await period can be lost (README): after a nullopt, the caller checks.
   [[nodiscard]] virtual std::optional<WakeEvent> wait(const std::vector<std::string>& names) = 0;
-};
-
-// What the server says about itself, for `mongolock doctor`.
-struct ServerInfo {
-  std::string version;         // buildInfo.version
-  int max_wire_version = 0;    // hello.maxWireVersion
-  std::string address;         // host:port of the selected server
-  bool tls = false;            // the connection uses TLS (the URI's tls/ssl option, implied by mongodb+srv)
-  std::string tls_ca_file;     // the URI's tlsCAFile ("" : the system's CAs)
-  std::string tls_certificate; // the URI's tlsCertificateKeyFile, the client certificate ("" : none)
-  std::string user;            // the authenticated user as "name@database" (connectionStatus), "" when none
-  std::string mechanism;       // the authentication mechanism: the URI's authMechanism, else the one libmongoc
-                               // negotiates from the handshake's saslSupportedMechs (SCRAM-SHA-256, else
-                               // SCRAM-SHA-1); "" without credentials
 };
 
 // Time limits of the server calls after LockStore::reconnect() (ms), counted from reconnect().
@@ -224,17 +173,6 @@ public:
   // and its semaphore slots) when given.
   [[nodiscard]] virtual std::vector<LockRecord> list(std::optional<std::string_view> name = std::nullopt) = 0;
 
-  // Server version and wire version (buildInfo), for diagnostics.
-  [[nodiscard]] virtual ServerInfo server_info() = 0;
-
-  // True when the unique index on `program` exists (listIndexes).
-  [[nodiscard]] virtual bool has_unique_index() = 0;
-
-  // Creates a TTL index on expires_at that deletes documents `expire_after` past their expiry: garbage
-  // collection only, the protocol never relies on it. Returns "" when created (or present), else the
-  // server's reason (FerretDB v1: not implemented).
-  [[nodiscard]] virtual std::string create_ttl_index(Millis expire_after) = 0;
-
   // --- the queue of waiters (queue.hpp), in its own collection "<collection>_queue" ----------------
 
   // The highest seq of any ticket of any name (0 when there is none). The first call creates the unique
@@ -275,54 +213,6 @@ public:
   // whose getMores wait up to `await` (maxAwaitTimeMS, fixed when the cursor is made). The newest event (or
   // a marker) is the first one read: a spurious wake-up. Throws Error (69) when the server cannot do that.
   [[nodiscard]] virtual std::unique_ptr<EventFeed> follow_events(Millis await) = 0;
-
-  // --- run history (history.hpp), in its own collection "<collection>_runs" ---------------------------
-
-  // Inserts `runs` (1 or more) in one insert command, assigning each id. Needs no index.
-  virtual void insert_runs(std::vector<RunRecord>& records) = 0;
-
-  // The runs of `name` (of every name when nullopt) that ended at or after `since` (when given), newest
-  // first (by ended_at, then _id), at most `limit` (>= 1). Empty when the collection does not exist.
-  [[nodiscard]] virtual std::vector<RunRecord> runs(std::optional<std::string_view> name,
-                                                    std::optional<ServerTime> since, std::int64_t limit) = 0;
-
-  // As runs(), only the records of `kind` (RunKind::all: the same). The default filters runs() on the client
-  // (stores that do not filter on the server); MongoStore filters on the server.
-  [[nodiscard]] virtual std::vector<RunRecord>
-  runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since, std::int64_t limit, RunKind kind);
-
-  // The skipped attempts that name one of `locks` (lock document _ids) as held_lock, any order, at most
-  // `limit`; only name, host, held_lock and ended_at are read. One find. Empty when `locks` is empty.
-  [[nodiscard]] virtual std::vector<RunRecord> skips_of(const std::vector<std::string>& locks, std::int64_t limit);
-
-  // The executed runs of `name` whose `lock` is one of `locks`, any order; only _id, name, lock, skips,
-  // skip_hosts and skipped_on are read. One find. Empty when `locks` is empty.
-  [[nodiscard]] virtual std::vector<RunRecord> runs_holding(std::string_view name,
-                                                            const std::vector<std::string>& locks);
-
-  // Sets skips, skip_hosts and skipped_on of each of `runs` (by _id) to its values, each only while its
-  // stored skips is still `was[i]` (0: also when absent): a compare-and-set, so that two purges counting at
-  // once never lower a count. One update command. The default does nothing.
-  virtual void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was);
-
-  // Stores `runs` (executed runs) as their names' last run in "<collection>_lastrun", each only if it
-  // ended after the one stored (a newer one stays; a lost race between two runs of one name is not an
-  // error). One update command. The default does nothing.
-  virtual void record_last_runs(const std::vector<RunRecord>& runs);
-
-  // The last runs stored by record_last_runs() of `names` (those that have one), in one find. The
-  // default reads runs_of_kind(name, executed, 1) per name.
-  [[nodiscard]] virtual std::vector<RunRecord> last_runs(const std::vector<std::string>& names);
-
-  // Deletes every run (of any name) that ended before `ended_before`, then the runs of `name` beyond its
-  // `keep` newest (keep >= 1). The first call creates the index on (name, ended_at) (createIndexes). Returns the
-  // number deleted. Several writers may purge at once: each delete only removes what is out of bounds.
-  [[nodiscard]] virtual std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) = 0;
-
-  // Creates a TTL index on the runs' ended_at that deletes them `expire_after` after they ended. Returns ""
-  // when created (or present with these options), else the server's reason (FerretDB v1: not implemented;
-  // MongoDB: an index with another expiry exists).
-  [[nodiscard]] virtual std::string create_runs_ttl_index(Millis expire_after) = 0;
 };
 
 } // namespace mongolock

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <mongolock/lock_store.hpp>
+#include <mongolock/run_store.hpp>
 
 #include <functional>
 #include <map>
@@ -20,7 +21,7 @@ namespace mongolock {
 
 enum class WriteSemantics { mongodb, ferretdb_v1 };
 
-class MemoryStore final : public LockStore {
+class MemoryStore final : public LockStore, public RunStore {
 public:
   // A store whose clock is this host's (server time = local wall clock at construction, advanced by
   // LeaseClock) shifted by `skew` (a client whose estimate of the server's clock is off).
@@ -66,14 +67,6 @@ public:
   [[nodiscard]] std::int64_t next_fence(std::string_view name) override;
   [[nodiscard]] std::optional<LockRecord> find(std::string_view program) override;
   [[nodiscard]] std::vector<LockRecord> list(std::optional<std::string_view> name = std::nullopt) override;
-  [[nodiscard]] ServerInfo server_info() override {
-    ServerInfo info;
-    info.version = "memory";
-    info.address = "memory";
-    return info;
-  }
-  [[nodiscard]] bool has_unique_index() override { return true; }
-  [[nodiscard]] std::string create_ttl_index(Millis) override { return "the in-memory store has no TTL index"; }
   [[nodiscard]] std::int64_t highest_ticket() override;
   [[nodiscard]] bool insert_ticket(TicketRecord& ticket) override;
   [[nodiscard]] std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) override;
@@ -88,7 +81,6 @@ public:
   [[nodiscard]] std::vector<RunRecord> runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
                                             std::int64_t limit) override;
   [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
-  [[nodiscard]] std::string create_runs_ttl_index(Millis) override { return "the in-memory store has no TTL index"; }
 
 private:
   // Updates the one lock document `which` selects with `change`, with the store's semantics; returns the

@@ -3,6 +3,7 @@
 
 #include <mongolock/lock_store.hpp>
 #include <mongolock/log.hpp>
+#include <mongolock/run_store.hpp>
 
 #include <memory>
 #include <optional>
@@ -22,13 +23,27 @@ struct StoreConfig {
                                // "mongolock: debug: server commands: N (name n, ...)" to stderr
 };
 
-// A LockStore on one MongoDB deployment. Every write uses write concern {w: "majority", j: true}: a w:1
-// write can be rolled back on failover and hand the lock to two holders. Not thread-safe: use it from one
-// thread at a time (run hands it to its heartbeat thread and takes it back afterwards).
 // The version of libmongoc this program runs with (mongoc_get_version()), e.g. "1.23.1"; for --version.
 [[nodiscard]] std::string driver_version();
 
-class MongoStore final : public LockStore {
+// What the server says about itself, for `mongolock doctor`.
+struct ServerInfo {
+  std::string version;         // buildInfo.version
+  int max_wire_version = 0;    // hello.maxWireVersion
+  std::string address;         // host:port of the selected server
+  bool tls = false;            // the connection uses TLS (the URI's tls/ssl option, implied by mongodb+srv)
+  std::string tls_ca_file;     // the URI's tlsCAFile ("" : the system's CAs)
+  std::string tls_certificate; // the URI's tlsCertificateKeyFile, the client certificate ("" : none)
+  std::string user;            // the authenticated user as "name@database" (connectionStatus), "" when none
+  std::string mechanism;       // the authentication mechanism: the URI's authMechanism, else the one libmongoc
+                               // negotiates from the handshake's saslSupportedMechs (SCRAM-SHA-256, else
+                               // SCRAM-SHA-1); "" without credentials
+};
+
+// A LockStore and RunStore on one MongoDB deployment. Every write uses write concern {w: "majority", j: true}: a w:1
+// write can be rolled back on failover and hand the lock to two holders. Not thread-safe: use it from one
+// thread at a time (run hands it to its heartbeat thread and takes it back afterwards).
+class MongoStore final : public LockStore, public RunStore {
 public:
   // Parses and checks the URI and options; connects lazily, on first use. Throws Error (exit 64) for an
   // invalid URI, naming it with the password redacted.
@@ -50,9 +65,6 @@ public:
   [[nodiscard]] std::int64_t next_fence(std::string_view name) override;
   [[nodiscard]] std::optional<LockRecord> find(std::string_view program) override;
   [[nodiscard]] std::vector<LockRecord> list(std::optional<std::string_view> name = std::nullopt) override;
-  [[nodiscard]] ServerInfo server_info() override;
-  [[nodiscard]] bool has_unique_index() override;
-  [[nodiscard]] std::string create_ttl_index(Millis expire_after) override;
   [[nodiscard]] std::int64_t highest_ticket() override;
   [[nodiscard]] bool insert_ticket(TicketRecord& ticket) override;
   [[nodiscard]] std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) override;
@@ -75,7 +87,24 @@ public:
   void record_last_runs(const std::vector<RunRecord>& runs) override;
   [[nodiscard]] std::vector<RunRecord> last_runs(const std::vector<std::string>& names) override;
   [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
-  [[nodiscard]] std::string create_runs_ttl_index(Millis expire_after) override;
+
+  // --- administration (doctor, init): not part of the protocol's LockStore or the history's RunStore ---
+
+  // Server version and wire version (buildInfo), for diagnostics.
+  [[nodiscard]] ServerInfo server_info();
+
+  // True when the unique index on `program` exists (listIndexes).
+  [[nodiscard]] bool has_unique_index();
+
+  // Creates a TTL index on expires_at that deletes documents `expire_after` past their expiry: garbage
+  // collection only, the protocol never relies on it. Returns "" when created (or present), else the
+  // server's reason (FerretDB v1: not implemented).
+  [[nodiscard]] std::string create_ttl_index(Millis expire_after);
+
+  // Creates a TTL index on the runs' ended_at that deletes them `expire_after` after they ended. Returns ""
+  // when created (or present with these options), else the server's reason (FerretDB v1: not implemented;
+  // MongoDB: an index with another expiry exists).
+  [[nodiscard]] std::string create_runs_ttl_index(Millis expire_after);
 
 private:
   struct Impl;

@@ -89,7 +89,7 @@ public:
   // `exit_code`. A null `store` means the server did not answer just now (or was never reached): the
   // history is not tried, since it would only hold up the exit (a warning says so unless the outcome is error). `ended`
   // is when the whole job ended (LeaseClock), when known. Never throws.
-  int finish(LockStore* store, Outcome outcome, int exit_code, std::optional<LocalTime> ended = std::nullopt,
+  int finish(RunStore* store, Outcome outcome, int exit_code, std::optional<LocalTime> ended = std::nullopt,
              int signal = 0, std::string held_by = {}, std::string held_lock = {}) noexcept {
     if (m_finished) return exit_code;
     m_finished = true;
@@ -108,7 +108,7 @@ private:
     std::string lock;    // held_lock
   };
 
-  void write(LockStore* store, Outcome outcome, int exit_code, LocalTime ended, int signal, const Holder& holder) {
+  void write(RunStore* store, Outcome outcome, int exit_code, LocalTime ended, int signal, const Holder& holder) {
     // The server's clock: fresh when the store has just spoken to the server (the release), else as taken
     // at the acquisition; none when the server was never reached.
     std::optional<ServerClock> clock = m_clock;
@@ -198,7 +198,7 @@ Outcome run_outcome(const RunOutcome& result, bool release_gone) {
 // last success is oldest); nullopt when the command is due. One find per name on the runs collection
 // (at most the history's runs of the period). Throws Error (69) when the server fails: the caller
 // releases the locks.
-std::optional<std::string> succeeded_within(LockStore& store, const std::vector<LockRecord>& locks, Millis period) {
+std::optional<std::string> succeeded_within(RunStore& store, const std::vector<LockRecord>& locks, Millis period) {
   const auto now = store.clock().now();
   std::optional<RunRecord> oldest;
   for (const auto& lock : locks) {

@@ -31,9 +31,6 @@ public:
   [[nodiscard]] std::int64_t next_fence(std::string_view name) override;
   [[nodiscard]] std::optional<mongolock::LockRecord> find(std::string_view program) override;
   [[nodiscard]] std::vector<mongolock::LockRecord> list(std::optional<std::string_view> name = std::nullopt) override;
-  [[nodiscard]] mongolock::ServerInfo server_info() override { return m_world.server().server_info(); }
-  [[nodiscard]] bool has_unique_index() override { return true; }
-  [[nodiscard]] std::string create_ttl_index(Millis) override { return "simulated"; }
   [[nodiscard]] std::int64_t highest_ticket() override;
   [[nodiscard]] bool insert_ticket(mongolock::TicketRecord& ticket) override;
   [[nodiscard]] std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) override;
@@ -43,13 +40,6 @@ public:
   [[nodiscard]] std::optional<mongolock::LockRecord> remove_returning(const mongolock::LockSelector& which) override;
   void append_event(std::string_view name, std::string_view ticket) override;
   [[nodiscard]] std::unique_ptr<mongolock::EventFeed> follow_events(Millis await) override;
-  void insert_runs(std::vector<mongolock::RunRecord>&) override {}
-  [[nodiscard]] std::vector<mongolock::RunRecord> runs(std::optional<std::string_view>, std::optional<ServerTime>,
-                                                       std::int64_t) override {
-    return {};
-  }
-  [[nodiscard]] std::int64_t purge_runs(std::string_view, std::int64_t, ServerTime) override { return 0; }
-  [[nodiscard]] std::string create_runs_ttl_index(Millis) override { return "simulated"; }
 
 private:
   // Sends `op` to the server: applied there after the request latency (unless it fails first), answered

@@ -1,0 +1,105 @@
+// The run store: the run history's interface to MongoDB (history.hpp writes and reads it; MongoStore and
+// MemoryStore implement it beside LockStore). Documents in their own collection "<collection>_runs" and the
+// last run of each name in "<collection>_lastrun"; no policy (retention and folding are history.cpp's).
+#pragma once
+
+#include <mongolock/clock.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mongolock {
+
+// One ended `mongolock run` of one lock name: a document in "<collection>_runs", the run history
+// (history.hpp). A run of several names has one record per name, written in one command. Field names in
+// MongoDB are in brackets.
+struct RunRecord {
+  std::string id;                       // [_id] ObjectId as 24 hex digits
+  std::string name;                     // [name] the lock name (index "name_1_ended_at_1")
+  std::string process;                  // [process] the run, "<host>:<pid>" of mongolock
+  std::string host;                     // [host] the run's host name
+  std::string user;                     // [user] the run's user name
+  std::vector<std::string> command;     // [command] argv: redacted and bounded (recorded_command())
+  std::optional<ServerTime> started_at; // [started_at] server clock, UTC: when the command started; unset when
+                                        // it never started (skipped, not-executable, not-due, interrupted)
+  ServerTime ended_at{};                // [ended_at] server clock, UTC: when the whole job had ended, or when
+                                        // the run gave up
+  std::optional<Millis> duration;       // [duration_ms] ended_at - started_at, milliseconds; unset with started_at
+  Millis waited{0};                     // [waited_ms] time spent waiting for the lock (--wait), milliseconds
+  std::string outcome;                  // [outcome] ok, failed, timeout, lease-lost, not-executable, skipped,
+                                        // not-due
+                                        // (history.hpp: outcome_name()); as stored, maybe another client's text
+  int exit_code = 0;                    // [exit_code] mongolock's exit status for this run
+  std::string signal;                   // [signal] the signal that ended the command, e.g. "TERM"; "" when none
+  std::string held_by; // [held_by] skipped: the holder that kept the lock; replaced: the replacing run; "<host>:<pid>"
+  std::optional<std::int64_t> fence;   // [fence] the fencing token the run held, with --fence
+  std::string lock;                    // [lock] executed: the _id of the lock document the run held (of its
+                                       // first slot); "" when unknown (older versions, not executed)
+  std::string held_lock;               // [held_lock] skipped: the _id of the holder's lock document; the run
+                                       // whose `lock` it is held the lock (history folds the skip into it)
+  std::int64_t skips = 0;              // [skips] executed: skipped attempts that named this run's lock, as
+                                       // counted when it ended (history.hpp: SkipFold)
+  std::int64_t skip_hosts = 0;         // [skip_hosts] executed: how many hosts those attempts came from
+  std::vector<std::string> skipped_on; // [skipped_on] executed: up to k_skip_host_sample of those hosts
+};
+
+// Which runs a read of the history returns: every record, only the runs whose command was due (executed:
+// ok, failed, timeout, lease-lost, not-executable and outcomes this version does not know) or only the
+// attempts that did not run it (skipped, not-due).
+enum class RunKind { all, executed, attempts };
+
+// Every method is one server command unless it says otherwise; errors of the server or the connection are
+// thrown as Error with exit code 69; nothing here retries.
+class RunStore {
+public:
+  virtual ~RunStore() = default;
+
+  // The server's clock, as LockStore::clock() (the same clock in a store that implements both).
+  virtual const ServerClock& clock() = 0;
+
+  // Inserts `runs` (1 or more) in one insert command, assigning each id. Needs no index.
+  virtual void insert_runs(std::vector<RunRecord>& records) = 0;
+
+  // The runs of `name` (of every name when nullopt) that ended at or after `since` (when given), newest
+  // first (by ended_at, then _id), at most `limit` (>= 1). Empty when the collection does not exist.
+  [[nodiscard]] virtual std::vector<RunRecord> runs(std::optional<std::string_view> name,
+                                                    std::optional<ServerTime> since, std::int64_t limit) = 0;
+
+  // As runs(), only the records of `kind` (RunKind::all: the same). The default filters runs() on the client
+  // (stores that do not filter on the server); MongoStore filters on the server.
+  [[nodiscard]] virtual std::vector<RunRecord>
+  runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since, std::int64_t limit, RunKind kind);
+
+  // The skipped attempts that name one of `locks` (lock document _ids) as held_lock, any order, at most
+  // `limit`; only name, host, held_lock and ended_at are read. One find. Empty when `locks` is empty.
+  [[nodiscard]] virtual std::vector<RunRecord> skips_of(const std::vector<std::string>& locks, std::int64_t limit);
+
+  // The executed runs of `name` whose `lock` is one of `locks`, any order; only _id, name, lock, skips,
+  // skip_hosts and skipped_on are read. One find. Empty when `locks` is empty.
+  [[nodiscard]] virtual std::vector<RunRecord> runs_holding(std::string_view name,
+                                                            const std::vector<std::string>& locks);
+
+  // Sets skips, skip_hosts and skipped_on of each of `runs` (by _id) to its values, each only while its
+  // stored skips is still `was[i]` (0: also when absent): a compare-and-set, so that two purges counting at
+  // once never lower a count. One update command. The default does nothing.
+  virtual void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was);
+
+  // Stores `runs` (executed runs) as their names' last run in "<collection>_lastrun", each only if it
+  // ended after the one stored (a newer one stays; a lost race between two runs of one name is not an
+  // error). One update command. The default does nothing.
+  virtual void record_last_runs(const std::vector<RunRecord>& runs);
+
+  // The last runs stored by record_last_runs() of `names` (those that have one), in one find. The
+  // default reads runs_of_kind(name, executed, 1) per name.
+  [[nodiscard]] virtual std::vector<RunRecord> last_runs(const std::vector<std::string>& names);
+
+  // Deletes every run (of any name) that ended before `ended_before`, then the runs of `name` beyond its
+  // `keep` newest (keep >= 1). The first call creates the index on (name, ended_at) (createIndexes). Returns the
+  // number deleted. Several writers may purge at once: each delete only removes what is out of bounds.
+  [[nodiscard]] virtual std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) = 0;
+};
+
+} // namespace mongolock
