@@ -68,8 +68,8 @@ splay_is_stable_per_host_and_name() {
 signal_during_splay() {
   local name
   name=$(lock_name)
-  start_bg r "$MONGOLOCK_BIN" run "$name" --splay 1h -- touch "$T/ran"
-  sleep 0.5
+  start_bg r "$MONGOLOCK_BIN" -v run "$name" --splay 1h -- touch "$T/ran"
+  wait_until 10 grep -q -- "--splay 1h: this host starts" "$T/r.err"
   kill -TERM "$BG_PID"
   expect_bg_exit 143 "$BG_PID" r
   [[ ! -e $T/ran ]] || fail "the command ran"
