@@ -256,6 +256,7 @@ void Client::start(std::vector<LockRecord> locks) {
   std::vector<LocalTime> sent;
   for (const auto& lock : m_locks)
     sent.push_back(lock.sent);
+  if (m_world.config().plant == Plant::first_only) sent.resize(1); // the planted bug: the first lock only
   m_book.emplace(sent, timing);
   m_lost = false;
   m_state = State::finishing;
@@ -311,7 +312,7 @@ void Client::hold() {
 void Client::renew() {
   const auto& timing = m_world.config().timing;
   bool all_renewed = true;
-  for (std::size_t i = 0; i < m_locks.size(); ++i) {
+  for (std::size_t i = 0; i < m_book->size(); ++i) { // m_locks.size() (but Plant::first_only)
     const auto outcome = renew_one(i);
     if (outcome == Renewal::gone) return;
     all_renewed = all_renewed && outcome == Renewal::renewed;
@@ -385,7 +386,7 @@ void Client::finish() {
   for (std::size_t i = 0; i < m_locks.size(); ++i) {
     const auto& lock = m_locks[i];
     // The lease counts as valid (the release is sent before its deadline): a --min-hold must be kept.
-    const bool valid = !m_lost && m_world.now() < m_book->deadline(i);
+    const bool valid = !m_lost && m_world.now() < (i < m_book->size() ? m_book->deadline(i) : m_book->deadline());
     try {
       const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token};
       mongolock::ReleaseOutcome result;

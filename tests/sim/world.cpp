@@ -68,13 +68,14 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 } // namespace
 
 Plant parse_plant(const std::string& text) {
-  for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
-                       Plant::late_spawn, Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial}) {
+  for (const auto p :
+       {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn,
+        Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only}) {
     if (text == plant_name(p)) return p;
   }
-  throw std::invalid_argument(
-      "unknown bug '" + text +
-      "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, no-poll, partial)");
+  throw std::invalid_argument("unknown bug '" + text +
+                              "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
+                              "no-poll, partial, first-only)");
 }
 
 const char* plant_name(Plant plant) {
@@ -99,6 +100,8 @@ const char* plant_name(Plant plant) {
     return "no-poll";
   case Plant::partial:
     return "partial";
+  case Plant::first_only:
+    return "first-only";
   }
   return "?";
 }
@@ -153,7 +156,7 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   c.clients = rng.range(2, 4);
   c.names = {"a"};
   // Several names per run (3 schedules in 10): two or three names, runs that want 1-3 of them.
-  c.multi = rng.chance(0.3) || multi || plant == Plant::partial;
+  c.multi = rng.chance(0.3) || multi || plant == Plant::partial || plant == Plant::first_only;
   if (c.multi) {
     c.names = {"a", "b"};
     if (rng.chance(0.5)) c.names.push_back("c");
@@ -427,7 +430,10 @@ void World::check_client(const Client& client, std::map<std::string, int>& jobs,
     const auto& locks = client.locks();
     const auto lock = std::find_if(locks.begin(), locks.end(), [&](const auto& l) { return l.name == name; });
     if (lock == locks.end()) {
-      if (job) throw Violation(fmt::format("c{}'s job runs on '{}' but holds no lock of it", client.id(), name));
+      if (job) {
+        throw Violation(fmt::format("c{} (run on '{}'): its job runs on '{}' but holds no lock of it", client.id(),
+                                    fmt::join(client.run_names(), "', '"), name));
+      }
       continue;
     }
     if (broken(lock->id)) continue; // a broken holder runs on until its next renewal: by design

@@ -37,6 +37,7 @@ enum class Plant {
   skip_queue,    // a waiter queues, then takes the lock whenever it is free, whoever waits ahead
   no_poll,       // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
   partial,       // acquire_all is not all-or-none: it keeps the names taken before a busy one, and the job starts
+  first_only,    // the heartbeat renews, and counts the lease by, the run's first lock only
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
