@@ -1,7 +1,8 @@
-// One simulated `mongolock run` host after another: wants a name, acquires it with the real
-// Locker::try_acquire (retrying now and then) or waits in the queue with the real Waiter (run --wait), starts its job
-// only before the first acquisition's renew deadline (Run::start), renews as the heartbeat does (the real LeaseBook
-// decides when and what counts; Locker::renew sends), stops the job at the deadline as the guardian does, and releases
+// One simulated `mongolock run` host after another: wants one name or several (`run A B -- CMD`, sorted as the CLI
+// does), acquires them all or none with the real Locker::acquire_all (retrying now and then) or waits in the queue
+// with the real Waiter (run --wait), starts its job only before the first acquisition's renew deadline (Run::start),
+// renews every lock as the heartbeat does (the real LeaseBook decides when and what counts; Locker::renew sends; the
+// lease is lost when any lock's is), stops the job at the deadline as the guardian does, and releases every lock
 // with Locker::release once the job has ended. A step-driven state machine on the world's virtual time; its calls may
 // let other clients run.
 #pragma once
@@ -43,8 +44,12 @@ public:
   }
 
   // --- for the invariants ------------------------------------------------------------------------
-  // The lock this client acquired and has not released yet (nullopt when none).
-  [[nodiscard]] const std::optional<mongolock::LockRecord>& lock() const { return m_lock; }
+  // The locks this client acquired and has not released yet (empty when none), in request order.
+  [[nodiscard]] const std::vector<mongolock::LockRecord>& locks() const { return m_locks; }
+  // The names its job runs on (the run's names: the job uses all of them), set when the job starts.
+  [[nodiscard]] const std::vector<std::string>& run_names() const { return m_run_names; }
+  // The names the current attempt wants (empty when idle or holding).
+  [[nodiscard]] const std::vector<std::string>& wants() const { return m_wants; }
   // The job runs now (started, and before its end: its own, or the guardian's deadline + kill grace).
   [[nodiscard]] bool job_running() const;
   // The latest the job may run: its own end, the guardian's SIGKILL (GuardianDeadline: its deadline +
@@ -54,21 +59,28 @@ public:
   // The holder counts its lease valid now: holding, not lost, before LeaseBook's deadline.
   [[nodiscard]] bool believes() const;
   [[nodiscard]] LocalTime belief_deadline() const { return m_book ? m_book->deadline() : LocalTime{}; }
-  // Waiting in the queue, first in line for `name`, neither dead nor stopped: since when (the later of
-  // becoming the head, the end of its last pause and of its last call held up by others); nullopt otherwise.
-  [[nodiscard]] std::optional<LocalTime> head_since(const std::string& name) const;
+  // Waiting in the queue, first in line on every name it wants (wants()), neither dead nor stopped: since when
+  // (the later of becoming the head, the end of its last pause and of its last call held up by others); nullopt
+  // otherwise.
+  [[nodiscard]] std::optional<LocalTime> head_since() const;
 
 private:
   enum class State { idle, wanting, holding, finishing, dead };
   void acquire();
   void wait_in_queue();
   void skip_queue(); // Plant::skip_queue
-  [[nodiscard]] mongolock::AcquireRequest request() const;
-  void start(mongolock::LockRecord lock);
+  void draw_wants();
+  [[nodiscard]] std::vector<mongolock::AcquireRequest> requests() const;
+  [[nodiscard]] std::string wanted() const; // "'a', 'b'" for the trace
+  [[nodiscard]] std::string held() const;   // "'a', 'b#2'" for the trace
+  void start(std::vector<mongolock::LockRecord> locks);
   void hold();
   void renew();
+  enum class Renewal { renewed, failed, gone };
+  Renewal renew_one(std::size_t i);
   void finish();
-  void set_lost(const char* why);
+  void set_lost(const std::string& why);
+  [[nodiscard]] mongolock::AcquireOutcome acquire_partial(); // Plant::partial
   void idle_for(Millis d);
   [[nodiscard]] LocalTime guardian_kill_at() const;
   void maybe_mark_waiters(const std::vector<mongolock::LockRecord>& seen);
@@ -87,12 +99,12 @@ private:
   LocalTime m_overran_at{};
   LocalTime m_wait_end{}; // in a call (busy): when its wait would end on its own
   bool m_busy = false;
-  std::string m_want;
+  std::vector<std::string> m_wants;
   std::unique_ptr<mongolock::Waiter> m_waiter;     // this attempt waits in the queue (run --wait)
   std::unique_ptr<mongolock::WaitQueue> m_skipper; // Plant::skip_queue: its tickets, outside the Waiter
-  int m_slots = 1;
   LocalTime m_want_until{};
-  std::optional<mongolock::LockRecord> m_lock;
+  std::vector<mongolock::LockRecord> m_locks;
+  std::vector<std::string> m_run_names;
   std::optional<mongolock::LeaseBook> m_book;
   bool m_lost = false;
   bool m_job = false;

@@ -1,13 +1,13 @@
 // mongolock-sim: runs seeded schedules of the lock protocol on the in-memory store (world.hpp) and checks
 // its invariants after every step. Usage (scripts/simulate wraps it):
 //   mongolock-sim [--seed N] [--schedules K] [--semantics mongodb|ferretdb] [--plant BUG] [--expect-violation]
-//                 [--edge] [--trace]
+//                 [--edge] [--multi] [--trace]
 // Schedule i runs seed N + i (default: seeds 1..10000; --seed N alone: that one schedule, as a replay,
 // with its whole trace). Exit 0 when every schedule kept the invariants; 1 on the first violation, after
 // its seed, the last steps and the command that replays it; 2 on a usage error. With --expect-violation
 // (the planted-bug tests) the other way round: 0 once a violation was found. --trace prints every step;
 // --edge draws only schedules at the edge of the accepted timings (short TTL, late renew deadline, a grace
-// of milliseconds, many faults).
+// of milliseconds, many faults); --multi only schedules of several names per run (run A B -- CMD: acquire_all).
 #include "world.hpp"
 
 #include <fmt/format.h>
@@ -29,6 +29,7 @@ struct Args {
   bool expect_violation = false;
   bool trace = false;
   bool edge = false;
+  bool multi = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -59,6 +60,8 @@ Args parse(int argc, char** argv) {
       args.expect_violation = true;
     } else if (arg == "--edge") {
       args.edge = true;
+    } else if (arg == "--multi") {
+      args.multi = true;
     } else if (arg == "--trace") {
       args.trace = true;
     } else {
@@ -75,6 +78,7 @@ std::string replay_command(const Args& args, std::uint64_t seed) {
   if (args.semantics) command += " --semantics " + args.semantics_text;
   if (args.plant != sim::Plant::none) command += fmt::format(" --plant {}", sim::plant_name(args.plant));
   if (args.edge) command += " --edge";
+  if (args.multi) command += " --multi";
   return command;
 }
 
@@ -92,7 +96,7 @@ int main(int argc, char** argv) {
   std::map<std::string, long> totals;
   for (long i = 0; i < args.schedules; ++i) {
     const auto seed = args.seed + static_cast<std::uint64_t>(i);
-    sim::World world(seed, args.semantics, args.plant, args.edge);
+    sim::World world(seed, args.semantics, args.plant, args.edge, args.multi);
     if (args.trace || args.schedules == 1) world.keep_trace();
     const auto violation = world.run();
     for (const auto& [what, n] : world.counts())

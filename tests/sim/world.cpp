@@ -68,13 +68,14 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 } // namespace
 
 Plant parse_plant(const std::string& text) {
-  for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
-                       Plant::late_spawn, Plant::no_hold, Plant::skip_queue, Plant::no_poll}) {
+  for (const auto p :
+       {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn,
+        Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only}) {
     if (text == plant_name(p)) return p;
   }
-  throw std::invalid_argument(
-      "unknown bug '" + text +
-      "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, no-poll)");
+  throw std::invalid_argument("unknown bug '" + text +
+                              "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
+                              "no-poll, partial, first-only)");
 }
 
 const char* plant_name(Plant plant) {
@@ -97,6 +98,10 @@ const char* plant_name(Plant plant) {
     return "skip-queue";
   case Plant::no_poll:
     return "no-poll";
+  case Plant::partial:
+    return "partial";
+  case Plant::first_only:
+    return "first-only";
   }
   return "?";
 }
@@ -126,8 +131,8 @@ Millis Rng::millis(Millis lo, Millis hi) {
 
 bool Rng::chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
 
-World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge)
-    : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge)), m_start(k_start), m_now(k_start),
+World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge, bool multi)
+    : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge, multi)), m_start(k_start), m_now(k_start),
       m_truth(k_epoch, Millis(0), k_start), m_server(m_config.semantics, m_truth) {
   m_previous_source = mongolock::set_time_source(this);
   for (int i = 1; i <= m_config.clients; ++i)
@@ -144,13 +149,20 @@ World::~World() {
 }
 
 // Small worlds, so that 10,000 of them run in seconds, with every timing the CLI accepts in reach.
-Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Plant plant, bool edge) {
+Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Plant plant, bool edge, bool multi) {
   Config c;
   c.plant = plant;
   c.semantics = semantics ? *semantics : (rng.chance(0.5) ? WriteSemantics::mongodb : WriteSemantics::ferretdb_v1);
   c.clients = rng.range(2, 4);
   c.names = {"a"};
-  if (rng.chance(0.3)) c.names.push_back("b");
+  // Several names per run (3 schedules in 10): two or three names, runs that want 1-3 of them.
+  c.multi = rng.chance(0.3) || multi || plant == Plant::partial || plant == Plant::first_only;
+  if (c.multi) {
+    c.names = {"a", "b"};
+    if (rng.chance(0.5)) c.names.push_back("c");
+  } else if (rng.chance(0.3)) {
+    c.names.push_back("b");
+  }
   for (const auto& name : c.names)
     c.slots[name] = rng.chance(0.25) ? 2 : 1;
   c.fence = rng.chance(0.5);
@@ -170,7 +182,8 @@ std::string World::run() {
                    "{} ms), grace {} ms, fence {}, min-hold {} ms, faults {}/{}/{}, chaos every {} ms, plant {}, "
                    "waiters {} ({})",
                    m_config.semantics == WriteSemantics::mongodb ? "mongodb" : "ferretdb", m_config.clients,
-                   fmt::join(m_config.names, ","), m_config.timing.ttl.count(), m_config.timing.renew_interval.count(),
+                   fmt::format("{}{}", fmt::join(m_config.names, ","), m_config.multi ? " (several per run)" : ""),
+                   m_config.timing.ttl.count(), m_config.timing.renew_interval.count(),
                    m_config.timing.renew_deadline.count(), m_config.timing.kill_grace.count(), m_config.grace.count(),
                    m_config.fence, m_config.min_hold.count(), m_config.p_fail, m_config.p_lost, m_config.p_delay,
                    m_config.chaos_every.count(), plant_name(m_config.plant), m_config.p_wait,
@@ -355,23 +368,33 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
   }
 }
 
-// Liveness of the queue: the first in line (alive, not stopped) takes a name that has no lock document
-// within k_head_bound: the release's event wakes it, else its next look at the lock (push_check), plus
-// calls that time out and a request delayed on its way.
+// Liveness of the queue: the first in line (alive, not stopped) on every name it wants takes them once none
+// has a lock document, within k_head_bound: the release's event wakes it, else its next look at the lock
+// (push_check), plus calls that time out and a request delayed on its way. (A waiter for several names
+// rightly waits while one of them is held.)
 void World::check_waiters() {
   constexpr Millis k_head_bound{10'000};
   for (const auto& name : m_config.names) {
     if (!m_server.list(name).empty()) {
       m_free_since.erase(name);
-      continue;
+    } else {
+      m_free_since.emplace(name, m_now);
     }
-    const auto free_since = m_free_since.emplace(name, m_now).first->second;
-    for (const auto& client : m_clients) {
-      const auto since = client->head_since(name);
-      if (!since || m_now - std::max(free_since, *since) <= k_head_bound) continue;
-      throw Violation(fmt::format("'{}' has been free since {} while c{}, first in line since {}, waits", name,
-                                  fmt_time(free_since), client->id(), fmt_time(*since)));
+  }
+  for (const auto& client : m_clients) {
+    const auto since = client->head_since();
+    if (!since) continue;
+    auto free_since = LocalTime::min();
+    bool all_free = true;
+    for (const auto& name : client->wants()) {
+      const auto it = m_free_since.find(name);
+      all_free = all_free && it != m_free_since.end();
+      if (it != m_free_since.end()) free_since = std::max(free_since, it->second);
     }
+    if (!all_free || client->wants().empty() || m_now - std::max(free_since, *since) <= k_head_bound) continue;
+    throw Violation(fmt::format("'{}' has been free since {} while c{}, first in line since {}, waits",
+                                fmt::join(client->wants(), "', '"), fmt_time(free_since), client->id(),
+                                fmt_time(*since)));
   }
 }
 
@@ -397,44 +420,67 @@ void World::check_invariants() {
   }
 }
 
+// A job uses every name of its run (`run A B -- CMD`): it counts on each, and each must be covered by its lock.
 void World::check_client(const Client& client, std::map<std::string, int>& jobs,
                          std::map<std::string, int>& believers) {
-  const auto& lock = client.lock();
-  if (!lock || broken(lock->id)) return; // a broken holder runs on until its next renewal: by design
   const bool job = client.job_running();
   const bool believes = client.believes();
   if (!job && !believes) return;
-  jobs[lock->name] += job ? 1 : 0;
-  believers[lock->name] += believes ? 1 : 0;
-  const auto doc = m_server.find(lock->program);
-  const bool present = doc && doc->id == lock->id;
+  for (const auto& name : client.run_names()) {
+    const auto& locks = client.locks();
+    const auto lock = std::find_if(locks.begin(), locks.end(), [&](const auto& l) { return l.name == name; });
+    if (lock == locks.end()) {
+      if (job) {
+        throw Violation(fmt::format("c{} (run on '{}'): its job runs on '{}' but holds no lock of it", client.id(),
+                                    fmt::join(client.run_names(), "', '"), name));
+      }
+      continue;
+    }
+    if (broken(lock->id)) continue; // a broken holder runs on until its next renewal: by design
+    check_lock(client, *lock, job, believes);
+    jobs[name] += job ? 1 : 0;
+    believers[name] += believes ? 1 : 0;
+  }
+}
+
+void World::check_lock(const Client& client, const mongolock::LockRecord& lock, bool job, bool believes) {
+  const auto doc = m_server.find(lock.program);
+  const bool present = doc && doc->id == lock.id;
+  // A run of several names says which: "c2 (run on 'a', 'b')".
+  const auto who = client.run_names().size() > 1
+                       ? fmt::format("c{} (run on '{}')", client.id(), fmt::join(client.run_names(), "', '"))
+                       : fmt::format("c{}", client.id());
   if (job && (!present || doc->expires_at < server_at(client.job_end()))) {
-    throw Violation(fmt::format("c{}'s job on '{}' may run until {} but its lease {}", client.id(), lock->program,
+    throw Violation(fmt::format("{}: its job on '{}' may run until {} but its lease {}", who, lock.program,
                                 fmt_time(client.job_end()),
                                 present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now)
                                         : std::string("is gone from the server")));
   }
   if (believes && (!present || doc->expires_at < server_at(client.belief_deadline()))) {
     throw Violation(
-        fmt::format("c{} counts its lease on '{}' valid until {} but the server's {}", client.id(), lock->program,
+        fmt::format("{} counts its lease on '{}' valid until {} but the server's {}", who, lock.program,
                     fmt_time(client.belief_deadline()),
                     present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now) : std::string("is gone")));
   }
 }
 
-// Liveness: an attempt on `name` that began at `started` (local time) and found every slot held, without an
-// error: no dead holder's lock of the name may have been free for takeover (expired + grace, on the
-// server's clock, and the attempt's clock estimate at most a round trip off) when it began.
+// Liveness: an attempt (on `name` alone, or on several names and `name` was the busy one) that began at `started`
+// (local time) and found every slot of `name` held, without an error: no dead holder's lock of the name may have
+// been free for takeover (expired + grace, on the server's clock, and the attempt's clock estimate at most a round
+// trip off) when it began.
 void World::attempt_held(const Client& client, const std::string& name, LocalTime started) {
   for (const auto& dead : m_clients) {
-    if (!dead->dead() || !dead->lock() || dead->lock()->name != name) continue;
-    const auto doc = m_server.find(dead->lock()->program);
-    if (!doc || doc->id != dead->lock()->id) continue;
-    const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1);
-    if (started < free_at) continue;
-    throw Violation(fmt::format("c{}'s attempt at {} found '{}' held, but its holder c{} is dead and its lock was free "
-                                "for takeover since {}",
-                                client.id(), fmt_time(started), doc->program, dead->id(), fmt_time(free_at)));
+    if (!dead->dead()) continue;
+    for (const auto& lock : dead->locks()) {
+      if (lock.name != name) continue;
+      const auto doc = m_server.find(lock.program);
+      if (!doc || doc->id != lock.id) continue;
+      const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1);
+      if (started < free_at) continue;
+      throw Violation(fmt::format("c{}'s attempt at {} found '{}' held, but its holder c{} is dead and its lock was "
+                                  "free for takeover since {}",
+                                  client.id(), fmt_time(started), doc->program, dead->id(), fmt_time(free_at)));
+    }
   }
 }
 

@@ -36,6 +36,8 @@ enum class Plant {
   no_hold,       // a release deletes the lock by _id + token within its --min-hold
   skip_queue,    // a waiter queues, then takes the lock whenever it is free, whoever waits ahead
   no_poll,       // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
+  partial,       // acquire_all is not all-or-none: it keeps the names taken before a busy one, and the job starts
+  first_only,    // the heartbeat renews, and counts the lease by, the run's first lock only
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -57,8 +59,9 @@ private:
 struct Config {
   mongolock::WriteSemantics semantics = mongolock::WriteSemantics::mongodb;
   int clients = 3;
-  std::vector<std::string> names;
+  std::vector<std::string> names; // sorted
   std::map<std::string, int> slots;
+  bool multi = false; // several names per run: 2-3 of `names` in 2 attempts of 3 (run A B -- CMD, acquire_all)
   bool fence = false;
   Millis min_hold{0}; // --min-hold of every acquisition (0: none)
   mongolock::LeaseTiming timing{};
@@ -89,8 +92,10 @@ class Client;
 
 class World final : public mongolock::TimeSource {
 public:
-  // `edge`: only schedules at the edge of the accepted timings (draw_timing() in world.cpp).
-  World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge = false);
+  // `edge`: only schedules at the edge of the accepted timings (draw_timing() in world.cpp); `multi`: only
+  // schedules of several names per run.
+  World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge = false,
+        bool multi = false);
   ~World() override;
   World(const World&) = delete;
   World& operator=(const World&) = delete;
@@ -128,7 +133,7 @@ public:
   // Called by a client that starts its job under `lock`: its fencing token (names with one slot) must be
   // higher than every token a job of the name started with before.
   void job_started(const mongolock::LockRecord& lock);
-  // Client `client`'s attempt on `name`, begun at `started`, found every slot held (liveness check).
+  // Client `client`'s attempt, begun at `started`, found every slot of `name` held (liveness check).
   void attempt_held(const Client& client, const std::string& name, LocalTime started);
   // A purge of `removed` (selected by expired_by) took place now.
   void purged(const mongolock::LockRecord& removed);
@@ -148,11 +153,13 @@ public:
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
 
 private:
-  static Config draw_config(Rng& rng, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge);
+  static Config draw_config(Rng& rng, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge,
+                            bool multi);
   void chaos();
   void check_invariants();
   void check_waiters();
   void check_client(const Client& client, std::map<std::string, int>& jobs, std::map<std::string, int>& believers);
+  void check_lock(const Client& client, const mongolock::LockRecord& lock, bool job, bool believes);
   [[nodiscard]] std::string fmt_time(LocalTime t) const;
 
   Rng m_rng;
