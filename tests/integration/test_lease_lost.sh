@@ -119,13 +119,13 @@ server_gone() {
   name=$(lock_name)
   write_child
   start_private_server
-  start_bg run env CHILD_ON_TERM="$on_term" "$MONGOLOCK_BIN" --uri "$SERVER_URI" --connect-timeout 1s \
+  start_bg run env CHILD_ON_TERM="$on_term" "$MONGOLOCK_BIN" -v --uri "$SERVER_URI" --connect-timeout 1s \
     run "$name" --ttl 3s "$@" -- sh "$T/child.sh" "$T"
   pid=$BG_PID
   wait_file 10 "$T/pid"
   child=$(cat "$T/pid")
   # Let it renew once (every 1s) so the lease is running on renewals, then take the server away.
-  sleep 1.5
+  wait_until 10 grep -qF "lease on '$name' renewed until" "$T/run.err"
   pid_alive "$pid" || fail_with "mongolock ended early" stderr "$T/run.err"
   stopped=$(now_ms)
   if [[ $how == crash ]]; then crash_private_server; else kill -STOP "$DB_PID"; fi
@@ -219,11 +219,11 @@ mongolock_stopped_guardian_stops_job() {
   local name pid child expires continued ended
   name=$(lock_name)
   write_stamp_child
-  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh "$T/stamp.sh" "$T"
+  start_bg run "$MONGOLOCK_BIN" -v run "$name" --ttl 3s -- sh "$T/stamp.sh" "$T"
   pid=$BG_PID
   wait_file 10 "$T/pid"
   child=$(cat "$T/pid")
-  sleep 1.2 # one renewal (every 1s)
+  wait_until 10 grep -qF "lease on '$name' renewed until" "$T/run.err" # one renewal (every 1s)
   kill -STOP "$pid"
   read_doc "$name" # the last renewal's lease: nothing renews it from here on
   expires=$(doc_field expires_at)
