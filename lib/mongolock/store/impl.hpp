@@ -111,10 +111,22 @@ struct MongoStore::Impl {
     return scrub_secrets(error.message, config.uri);
   }
 
-  [[noreturn]] void fail(std::string_view what, const bson_error_t& error) const {
+  // Throws Error (69) "<what> on <namespace> failed: <driver text>"; `suffix` names a side collection
+  // ("_queue", "_runs", ...: "<db>.<collection><suffix>"), events_suffix the wake-up events' collection.
+  [[noreturn]] void fail(std::string_view what, const bson_error_t& error, std::string_view suffix = {}) const {
     failed = true;
-    throw unavailable_error(
-        fmt::format("{} on {} failed: {}{}", what, namespace_name, driver_text(error), hint_suffix(error)));
+    const auto where = suffix == events_suffix ? fmt::format("{}_events.{}_events", config.database, config.collection)
+                                               : fmt::format("{}{}", namespace_name, suffix);
+    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, where, driver_text(error), hint_suffix(error)));
+  }
+  static constexpr std::string_view events_suffix = "_events";
+  // The same for a call on collection `from` (the locks collection or a side collection).
+  [[noreturn]] void fail(std::string_view what, const bson_error_t& error, const mongoc_collection_t* from) const {
+    const std::string name = mongoc_collection_get_name(const_cast<mongoc_collection_t*>(from));
+    const auto prefix = config.collection.size();
+    fail(what, error,
+         name.size() > prefix && name.compare(0, prefix, config.collection) == 0 ? std::string_view(name).substr(prefix)
+                                                                                 : std::string_view{});
   }
 
   // For server commands that concern no collection (hello, buildInfo).
@@ -165,7 +177,7 @@ struct MongoStore::Impl {
               return true;
             },
             error)) {
-      fail(what, error);
+      fail(what, error, from);
     }
     return out;
   }
@@ -185,7 +197,7 @@ struct MongoStore::Impl {
                     bool unique, std::optional<Millis> expire_after) const {
     bson_error_t error;
     if (!try_create_index(target, name, fields, unique, expire_after, error)) {
-      fail(fmt::format("createIndexes ({})", name), error);
+      fail(fmt::format("createIndexes ({})", name), error, target);
     }
   }
 

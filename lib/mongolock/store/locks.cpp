@@ -252,7 +252,7 @@ std::int64_t MongoStore::next_fence(std::string_view name) {
       return true;
     }
     if (error.code != MONGOC_ERROR_DUPLICATE_KEY)
-      impl.fail(fmt::format("allocation of a fencing token for '{}'", name), error);
+      impl.fail(fmt::format("allocation of a fencing token for '{}'", name), error, "_fences");
     return false;
   };
   return allocate_unique(next, insert, fmt::format("allocate a fencing token for '{}'", name));

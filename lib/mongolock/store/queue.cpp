@@ -78,7 +78,7 @@ bool MongoStore::insert_ticket(TicketRecord& ticket) {
   bson_error_t error;
   if (mongoc_collection_insert_one(queue, doc.get(), impl.write_opts.get(), reply.get(), &error)) return true;
   if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false;
-  impl.fail(fmt::format("insert of a queue ticket for '{}'", ticket.name), error);
+  impl.fail(fmt::format("insert of a queue ticket for '{}'", ticket.name), error, "_queue");
 }
 
 std::int64_t MongoStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
@@ -96,7 +96,7 @@ std::int64_t MongoStore::renew_ticket(std::string_view id, ServerTime now, Serve
   bson_error_t error;
   if (!mongoc_collection_update_one(impl.queue_collection(), selector.get(), update.get(), impl.write_opts.get(),
                                     reply.get(), &error)) {
-    impl.fail("renewal of a queue ticket", error);
+    impl.fail("renewal of a queue ticket", error, "_queue");
   }
   return reply.integer("matchedCount");
 }
@@ -111,7 +111,7 @@ std::int64_t MongoStore::remove_ticket(std::string_view id, std::optional<Server
   bson_error_t error;
   if (!mongoc_collection_delete_one(impl.queue_collection(), selector.get(), impl.write_opts.get(), reply.get(),
                                     &error)) {
-    impl.fail("delete of a queue ticket", error);
+    impl.fail("delete of a queue ticket", error, "_queue");
   }
   return reply.integer("deletedCount");
 }
@@ -205,7 +205,7 @@ void MongoStore::append_event(std::string_view name, std::string_view ticket) {
   auto* events = open_events(impl.client.get(), impl.config, impl.events);
   bson_error_t error;
   if (!insert_events(events, {name}, ticket, to_bson_date(clock().now()), impl.write_opts.get(), error)) {
-    impl.fail(fmt::format("append of a wake-up event for '{}'", name), error);
+    impl.fail(fmt::format("append of a wake-up event for '{}'", name), error, Impl::events_suffix);
   }
 }
 
@@ -230,7 +230,7 @@ std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
     if (created != nullptr) {
       mongoc_collection_destroy(created);
     } else if (error.code != 48) { // 48: NamespaceExists
-      impl.fail("creation of the capped collection of wake-up events", error);
+      impl.fail("creation of the capped collection of wake-up events", error, Impl::events_suffix);
     }
   }
   // Tail from the two newest events when there are two (no insert: every stored event makes FerretDB's
@@ -253,7 +253,7 @@ std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
   }
   const auto from = newest ? *newest : to_bson_date(clock().now());
   if (!newest && !insert_events(events, {"", ""}, {}, from, impl.write_opts.get(), error)) {
-    impl.fail("insert of wake-up event markers", error);
+    impl.fail("insert of wake-up event markers", error, Impl::events_suffix);
   }
   Bson filter;
   bson_t range;
@@ -266,7 +266,8 @@ std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
   BSON_APPEND_INT64(opts.get(), "batchSize", 1);
   BSON_APPEND_INT64(opts.get(), "maxAwaitTimeMS", std::clamp<Millis::rep>(await.count(), 1, 60'000));
   auto fail = [&impl](const char* message) {
-    throw unavailable_error(fmt::format("following the wake-up events of {} failed: {}", impl.namespace_name,
+    throw unavailable_error(fmt::format("following the wake-up events of {}_events.{}_events failed: {}",
+                                        impl.config.database, impl.config.collection,
                                         scrub_secrets(message, impl.config.uri)));
   };
   mongoc_cursor_t* cursor = mongoc_collection_find_with_opts(events, filter.get(), opts.get(), nullptr);

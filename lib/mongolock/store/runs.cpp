@@ -151,7 +151,7 @@ void MongoStore::insert_runs(std::vector<RunRecord>& records) {
   Reply reply;
   bson_error_t error;
   if (!mongoc_collection_write_command_with_opts(runs, command.get(), impl.write_opts.get(), reply.get(), &error)) {
-    impl.fail(fmt::format("insert of the run history of '{}'", records.front().name), error);
+    impl.fail(fmt::format("insert of the run history of '{}'", records.front().name), error, "_runs");
   }
   // A write error (e.g. a document the server refuses) is in the reply, not in `error`.
   bson_iter_t it;
@@ -162,7 +162,7 @@ void MongoStore::insert_runs(std::vector<RunRecord>& records) {
       text = iter_string(message);
     }
     bson_set_error(&error, MONGOC_ERROR_SERVER, MONGOC_ERROR_COLLECTION_INSERT_FAILED, "%s", text.c_str());
-    impl.fail(fmt::format("insert of the run history of '{}'", records.front().name), error);
+    impl.fail(fmt::format("insert of the run history of '{}'", records.front().name), error, "_runs");
   }
 }
 
@@ -290,7 +290,7 @@ void MongoStore::update_skips(const std::vector<RunRecord>& runs, const std::vec
   bson_error_t error;
   if (!mongoc_collection_write_command_with_opts(collection, command.get(), impl.write_opts.get(), reply.get(),
                                                  &error)) {
-    impl.fail("update of the skip counts", error);
+    impl.fail("update of the skip counts", error, "_runs");
   }
 }
 
@@ -329,7 +329,7 @@ void MongoStore::record_last_runs(const std::vector<RunRecord>& runs) {
   bson_error_t error;
   // A duplicate _id (a newer run's document) is a write error in the reply: nothing to do.
   if (!mongoc_collection_write_command_with_opts(last, command.get(), impl.write_opts.get(), reply.get(), &error)) {
-    impl.fail("update of the last run", error);
+    impl.fail("update of the last run", error, "_lastrun");
   }
 }
 
@@ -359,14 +359,14 @@ std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, Se
     append_date_condition(selector.get(), "ended_at", "$lt", ended_before);
     Reply reply;
     if (!mongoc_collection_delete_many(runs, selector.get(), impl.write_opts.get(), reply.get(), &error)) {
-      impl.fail("purge of old runs", error);
+      impl.fail("purge of old runs", error, "_runs");
     }
     deleted += reply.integer("deletedCount");
     // A last run that old goes too (list shows "-" for the name, as for one never run).
     Reply last_reply;
     if (!mongoc_collection_delete_many(impl.last_runs_collection(), selector.get(), impl.write_opts.get(),
                                        last_reply.get(), &error)) {
-      impl.fail("purge of old last runs", error);
+      impl.fail("purge of old last runs", error, "_lastrun");
     }
   }
   // Executed runs and attempts are bounded apart: a fleet's skips never push an executed run out.
@@ -414,7 +414,7 @@ std::int64_t MongoStore::Impl::purge_beyond(mongoc_collection_t* from, std::stri
   bson_append_array_end(selector.get(), &any);
   Reply reply;
   if (!mongoc_collection_delete_many(from, selector.get(), write_opts.get(), reply.get(), &error)) {
-    fail(fmt::format("purge of the runs of '{}'", name), error);
+    fail(fmt::format("purge of the runs of '{}'", name), error, "_runs");
   }
   return reply.integer("deletedCount");
 }
