@@ -1,5 +1,6 @@
 #include <mongolock/error.hpp>
 #include <mongolock/locker.hpp>
+#include <mongolock/text.hpp>
 #include <mongolock/token.hpp>
 
 #include <fmt/format.h>
@@ -11,6 +12,14 @@ namespace mongolock {
 
 std::string slot_program(std::string_view name, int slot) {
   return slot > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
+}
+
+std::string quoted_programs(const std::vector<LockRecord>& locks) {
+  std::vector<std::string> programs;
+  programs.reserve(locks.size());
+  for (const auto& lock : locks)
+    programs.push_back(lock.program);
+  return quoted_list(programs);
 }
 
 // The lock document of `request`, with a new token; times, program and _id are set when it is inserted.
@@ -195,7 +204,11 @@ std::optional<LockRecord> Locker::purge_stale(const AcquireRequest& request, con
   if (current.expires_at <= expired_by) {
     auto purged =
         m_store.remove_returning(LockSelector{.program = current.program, .id = current.id, .expired_by = expired_by});
-    if (purged) m_log.info(fmt::format("lock '{}' had expired; its holder's lock was purged", current.program));
+    if (purged) {
+      m_log.info(purged->released_at
+                     ? fmt::format("lock '{}' was released and its minimum hold has ended; purged", current.program)
+                     : fmt::format("lock '{}' had expired; its holder's lock was purged", current.program));
+    }
     return purged;
   }
   if (!request.holder_dead || !request.holder_dead(current, true)) return std::nullopt;

@@ -184,4 +184,7 @@ private:
 // not contain '#').
 [[nodiscard]] std::string slot_program(std::string_view name, int slot);
 
+// "'a', 'b'" for messages: the locks' programs, at most 8, then "and N more" (text.hpp: quoted_list()).
+[[nodiscard]] std::string quoted_programs(const std::vector<LockRecord>& locks);
+
 } // namespace mongolock

@@ -20,6 +20,12 @@ void Log::write(std::string_view prefix, std::string_view message) const {
       body.replace(pos, m_uri.size(), redact_uri(m_uri));
     }
   }
+  // Bounded: a message quoting what came from outside (a server's reply, hundreds of names) stays short.
+  if (body.size() > k_max_message_bytes) {
+    const auto cut = body.size() - k_max_message_bytes;
+    body.resize(k_max_message_bytes);
+    body += fmt::format("... ({} more bytes)", cut);
+  }
   const auto line = fmt::format("mongolock: {}{}\n", prefix, printable_message(body));
   // A failed write (EPIPE: the reader went away; SIGPIPE is ignored) loses the message, never the run.
   std::fwrite(line.data(), 1, line.size(), stderr);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -16,7 +17,11 @@ enum class Verbosity { quiet, normal, verbose };
 // characters, C1 controls and invalid UTF-8 as \t, \n, \r or \xNN). The one path of every stderr line.
 [[nodiscard]] std::string printable_message(std::string_view message);
 
-// Writes "mongolock: ..." lines to stderr, one line per message, each passed through printable_message().
+// The longest message Log writes, in bytes before escaping; the rest is cut ("... (N more bytes)").
+inline constexpr std::size_t k_max_message_bytes = 4096;
+
+// Writes "mongolock: ..." lines to stderr, one line per message, each passed through printable_message()
+// and cut at k_max_message_bytes.
 // Passwords: text from the driver or server is scrubbed where it enters (scrub(), scrub_secrets());
 // every line is also cleared of the raw configured URI and of any other URI's password, as a last guard. Our own words
 // are never scrubbed, so a password that is an ordinary word ("error") cannot mangle them. Safe to use from several

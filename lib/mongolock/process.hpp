@@ -165,6 +165,9 @@ public:
   // that ignores SIGTSTP stops too), takes the terminal back and stops mongolock with SIGTSTP, so the shell
   // sees the job stop. Returns when mongolock is continued.
   void suspend();
+  // True when mongolock has a controlling terminal, so that a shell can continue it after suspend();
+  // without one (cron, systemd, CI) nothing would, and a stop is not job control.
+  [[nodiscard]] bool has_terminal() const { return m_tty_fd >= 0; }
   // After suspend(): gives the terminal to the job if mongolock is in the foreground again (fg, not bg),
   // and continues the job.
   void resume();

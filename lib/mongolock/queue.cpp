@@ -60,6 +60,9 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   LocalTime sent{};
   const auto insert = [&](std::int64_t seq) {
     sent = LeaseClock::now();
+    // A replacing run rejoining after a newer one joined is superseded: no ticket, for one below the newer
+    // run's would stand ahead of it, and a newer run reading the queue then would think itself passed.
+    if (m_passed) return true;
     const auto now = m_store.clock().latest(sent); // the lease never looks shorter to others
     try {
       for (const auto& name : names) {
@@ -86,6 +89,10 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
   m_lease = m_timing.ticket_lease;
   m_ahead.clear();
   m_read = false;
+  if (m_passed) {
+    m_log.debugf("not joining the queue of {} again: a newer replacing run joined meanwhile", fmt::join(names, ", "));
+    return;
+  }
   m_log.debugf("joined the queue of {} with seq {}{}", fmt::join(names, ", "), seq, front ? " (at the front)" : "");
 }
 
@@ -106,7 +113,9 @@ bool WaitQueue::keep_alive(Millis lease) {
           "the queue ticket of '{}' was lost ({}); joining the queue again, at its {}", ticket.name,
           renewed
               ? fmt::format("its renewal took {}, over {}", format_duration(answered), format_duration(answer_limit()))
-              : fmt::format("this process stalled longer than its {} lease", format_duration(m_lease)),
+              : fmt::format(
+                    "not renewed within its {} lease: this process was stopped or starved, or its calls were slow",
+                    format_duration(m_lease)),
           m_front ? "front (a replacing run)" : "back"));
       const auto names = m_names;
       join(names, m_process, m_front);

@@ -87,9 +87,9 @@ public:
   // Joins the back of the queue of every name in `names` with one seq, as waiter `process` ("host:pid");
   // with `front` (run --replace), the front instead: a seq below every ticket of these names and every
   // LockRecord::replace_seq of their holders (negative: is_replace()), so the newest replacing run is
-  // first in line and passes a replacing run that holds. A rejoin keeps the side (and, at the front, finds
-  // itself superseded() when a newer replacing run joined meanwhile). Throws Error (69) on server errors
-  // (tickets inserted so far are deleted again).
+  // first in line and passes a replacing run that holds. A rejoin keeps the side; at the front, when a newer
+  // replacing run joined meanwhile, it inserts no ticket and is superseded() at once. Throws Error (69) on server
+  // errors (tickets inserted so far are deleted again).
   void join(const std::vector<std::string>& names, const std::string& process, bool front = false);
 
   // True for the ticket of a replacing run (run --replace): its seq is negative (join()'s `front`).

@@ -31,14 +31,6 @@ std::string command_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// "'a', 'b'" for messages.
-std::string quoted_programs(const std::vector<LockRecord>& locks) {
-  std::string out;
-  for (const auto& lock : locks)
-    out += fmt::format("{}'{}'", out.empty() ? "" : ", ", lock.program);
-  return out;
-}
-
 template <typename F> std::string join(const std::vector<LockRecord>& locks, F field) {
   std::string out;
   for (const auto& lock : locks)

@@ -291,14 +291,6 @@ private:
   std::thread m_thread;
 };
 
-// "'a', 'b'" for messages.
-std::string lock_names(const std::vector<LockRecord>& locks) {
-  std::string names;
-  for (const auto& lock : locks)
-    names += fmt::format("{}'{}'", names.empty() ? "" : ", ", lock.program);
-  return names;
-}
-
 int poll_timeout_ms(LocalTime now, LocalTime until) {
   const auto ms = std::chrono::ceil<Millis>(until - now).count();
   return static_cast<int>(std::clamp<Millis::rep>(ms, 0, 60'000));
@@ -327,7 +319,7 @@ public:
               if (m_watchdog) m_child.extend_deadline(deadline);
             },
             policy.replaceable ? std::optional(policy.replace_check) : std::nullopt),
-        m_names(lock_names(locks)), m_started(Clock::now()),
+        m_names(quoted_programs(locks)), m_started(Clock::now()),
         m_timeout_at(policy.timeout ? m_started + *policy.timeout : LocalTime::max()), m_slept_from(m_started),
         m_planned_wake(m_started), m_woke(m_started) {}
 
@@ -390,15 +382,18 @@ private:
   }
 
   // Why the lease ran out (no renewal in time, a stop of mongolock, or the guardian's watchdog first).
+  // (The guardian first: the lease on the server is still valid, so the run releases its locks and records
+  // the run as usual; only a lease that ran out is left to end on its own.)
   std::string ran_out(LocalTime now, LocalTime deadline) {
-    m_outcome.ran_out = true;
     if (m_woke - m_planned_wake > Millis(500) && deadline <= m_woke) {
+      m_outcome.ran_out = true;
       m_outcome.stalled = true;
       return fmt::format("mongolock was stopped or starved of CPU for {} and the lease's renew deadline passed "
                          "meanwhile (no renewal could be sent)",
                          format_duration(std::chrono::duration_cast<Millis>(m_woke - m_slept_from)));
     }
     if (now >= deadline) {
+      m_outcome.ran_out = true;
       const auto error = m_heartbeat.last_error();
       return fmt::format("no renewal succeeded within {}{}", format_duration(m_policy.lease.renew_deadline),
                          error.empty() ? "" : fmt::format(" (last error: {})", error));
@@ -474,6 +469,16 @@ private:
   // mongolock stops, so nothing of it runs while nothing renews the lease. Continued after the lease
   // deadline, the job is killed, never continued (-> lost): another holder may already be running.
   void on_job_stopped() {
+    if (!m_child.has_terminal()) {
+      // A stop from outside (kill -STOP of the guardian or of the job's group) with no shell to continue
+      // mongolock: stopping itself would leave it stopped for good. The lease is renewed meanwhile, as for
+      // a slow job (a guardian stopped past its deadline stops the job once continued: it acts on the
+      // deadline first).
+      m_log.warning(fmt::format("the job of {} was stopped by a signal; the lease is renewed until it is continued "
+                                "(kill -CONT) or ends",
+                                m_names));
+      return;
+    }
     m_log.debugf("the job stopped; stopping mongolock until it is continued (the lease is not renewed meanwhile)");
     m_child.suspend();
     if (!m_outcome.lease_lost && Clock::now() >= m_heartbeat.deadline() && m_policy.on_lost != OnLost::ignore) {

@@ -75,4 +75,12 @@ void validate_printable_text(std::string_view text, std::string_view what) {
   }
 }
 
+std::string quoted_list(const std::vector<std::string>& items, std::size_t max) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < max; ++i)
+    out += fmt::format("{}'{}'", out.empty() ? "" : ", ", items[i]);
+  if (items.size() > max) out += fmt::format(" and {} more", items.size() - max);
+  return out;
+}
+
 } // namespace mongolock

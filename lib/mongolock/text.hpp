@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mongolock {
 
@@ -29,5 +30,9 @@ namespace mongolock {
 // Checks that `text` (a value that is stored and printed later, such as a holder identity) is valid UTF-8
 // without control characters (is_control()). Throws Error (exit 64) naming `what` and the byte offset.
 void validate_printable_text(std::string_view text, std::string_view what);
+
+// "'a', 'b', 'c'" for messages: each item quoted, at most `max` of them, then "and N more" (a run of
+// hundreds of names still says it in a short line).
+[[nodiscard]] std::string quoted_list(const std::vector<std::string>& items, std::size_t max = 8);
 
 } // namespace mongolock

@@ -1,5 +1,6 @@
 #include <mongolock/duration.hpp>
 #include <mongolock/error.hpp>
+#include <mongolock/text.hpp>
 #include <mongolock/waiter.hpp>
 
 #include <fmt/format.h>
@@ -169,7 +170,7 @@ bool Waiter::head_attempt(Pause& again) {
 void Waiter::supersede() {
   m_state = State::superseded;
   m_log.info(fmt::format("a newer run of {} with --replace joined the queue ahead of this one; not run",
-                         fmt::join(m_names, ", ")));
+                         quoted_list(m_names)));
 }
 
 bool Waiter::take() {

@@ -374,6 +374,10 @@ class Case:
             problems.append(f"exit {rc} with {len(errors)} 'mongolock: error:' lines")
         if not timed_out and rc == 0 and errors:
             problems.append("exit 0 with an error line")
+        # Log cuts a message at 4096 bytes; escaping can make each byte at most 4 ("\\xNN").
+        longest = max((len(l) for l in err.split(b"\n")), default=0)
+        if longest > 4 * 4096 + 200:
+            problems.append(f"a stderr line of {longest} bytes")
         for label, data in (("stdout", out), ("stderr", err)):
             for form in {self.secret}:
                 if form.encode() in data:

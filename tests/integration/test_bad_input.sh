@@ -42,6 +42,16 @@ stored_fields_printable() {
   assert_free "$name"
 }
 
+# A message quoting a long input is cut at 4096 bytes, in one line that says how much was left out.
+long_input_is_cut() {
+  local ttl
+  ttl=$(printf '9%.0s' $(seq 9000))
+  expect_exit 64 -- ml acquire "$(lock_name)" --ttl "$ttl"
+  assert_error_line "... (4973 more bytes)"
+  (($(wc -c <"$ERR") < 4200)) || fail_with "an error line of $(wc -c <"$ERR") bytes" stderr "$ERR"
+}
+
 run_case "stored holder and command names print without control characters" stored_fields_printable
+run_case "a message quoting a 9,000-byte input is one line, cut at 4096 bytes" long_input_is_cut
 run_case "$CASES generated hostile inputs (seed $SEED): bounded, documented exits, one error line, no secret, printable" generated_cases
 finish

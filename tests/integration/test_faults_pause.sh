@@ -106,7 +106,42 @@ whole_holder_stopped() {
     fail_with "mongolock exited $((a_exit - death))ms after its job died (kill grace + 1 s: $((KILL_GRACE_MS + 1000))ms)" stderr "$T/a.err"
 }
 
+# The guardian alone stopped by a signal (kill -STOP), without a terminal (cron, systemd): no shell could
+# continue mongolock, so it does not stop itself (job control) but renews the lease. A short stop changes
+# nothing; a guardian stopped past its deadline stops the job once continued; mongolock then releases the
+# lock (its lease was renewed all along) and records the run: exit 76, no hang.
+guardian_stopped_without_terminal() {
+  local name a job guardian
+  name=$(lock_name)
+  start_bg a setsid "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh -c 'echo $$ >"$1/job.tmp"; mv "$1/job.tmp" "$1/job"; exec sleep 30' _ "$T"
+  a=$BG_PID
+  wait_file 10 "$T/job"
+  job=$(cat "$T/job")
+  guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
+  [[ -n $guardian && $guardian != "$a" ]] || fail "no guardian between mongolock ($a) and the job ($job)"
+  kill -STOP "$guardian"
+  wait_until 10 grep -qF "warning: the job of '$name' was stopped by a signal; the lease is renewed until it is continued" "$T/a.err"
+  sleep 0.5 # stopped for a while, under the 2 s renew deadline
+  [[ $(ps -o stat= -p "$a") != T* ]] || fail_with "mongolock stopped itself" stderr "$T/a.err"
+  kill -CONT "$guardian"
+  sleep 1.5 # a renewal later: still held, the job runs
+  pid_alive "$job" || fail_with "the job ended after a short stop of its guardian" stderr "$T/a.err"
+  expect_exit 0 -- ml status "$name"
+  kill -STOP "$guardian"
+  sleep 3 # past the renew deadline the guardian knows of
+  [[ $(ps -o stat= -p "$a") != T* ]] || fail_with "mongolock stopped itself" stderr "$T/a.err"
+  kill -CONT "$guardian"
+  expect_bg_exit 76 "$a" a 15
+  assert_contains "$T/a.err" "the guardian stopped the command at the deadline"
+  assert_not_contains "$T/a.err" "not releasing"
+  expect_exit 1 -- ml status "$name" # released: the lease was valid on the server
+  python3 "$ITEST_DIR/mongo.py" runs "$name" >"$T/runs"
+  assert_eq "$(json "$T/runs" '[r["outcome"] for r in d]')" '["lease-lost"]' "the run history"
+}
+
 run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped
+run_case "the guardian stopped by a signal, no terminal: mongolock renews, no hang; past the deadline: 76, released" \
+  guardian_stopped_without_terminal
 run_case "mongolock stopped > TTL, job ignores SIGTERM: killed before the lease ends; no overlap; exit 76" mongolock_stopped --ignore-term
 run_case "whole holder stopped > TTL, job resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped job-first
 run_case "whole holder stopped > TTL, mongolock resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped mongolock-first

@@ -100,7 +100,7 @@ only_replaceable_holders() {
   start_job new --replace
   local new=$BG_PID
   expect_bg_exit 75 "$old" old
-  assert_matches "$T/old.err" "^mongolock: a newer run of $NAME with --replace joined the queue ahead of this one; not run$"
+  assert_matches "$T/old.err" "^mongolock: a newer run of '$NAME' with --replace joined the queue ahead of this one; not run$"
   expect_bg_exit 0 "$a" a
   wait_until 10 started new || fail "the newest replacing run did not start"
   ! started old || fail "the superseded replacing run started"

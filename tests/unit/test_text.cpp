@@ -66,3 +66,12 @@ TEST_CASE("validate_printable_text refuses control characters and invalid UTF-8"
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("quoted_list quotes each item and names how many more there are past the maximum") {
+  CHECK(quoted_list({}) == "");
+  CHECK(quoted_list({"a"}) == "'a'");
+  CHECK(quoted_list({"a", "b", "c"}, 3) == "'a', 'b', 'c'");
+  CHECK(quoted_list({"a", "b", "c", "d"}, 2) == "'a', 'b' and 2 more");
+  std::vector<std::string> many(300, "x");
+  CHECK(quoted_list(many).size() < 60);
+}

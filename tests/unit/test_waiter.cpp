@@ -333,4 +333,26 @@ TEST_CASE("A ticket at an end of the int64 range (another program's) gives a cle
   CHECK(store.tickets({"job"}).size() == 3); // nothing inserted by the failed joins
 }
 
+TEST_CASE("An older replacing run whose ticket was lost rejoins no more once a newer one joined") {
+  MemoryStore store;
+  WaitQueue r1(store, quiet);
+  r1.join({"job"}, "r:1", true);
+  REQUIRE(r1.seq() == -1);
+  WaitQueue r2(store, quiet);
+  r2.join({"job"}, "r:2", true);
+  REQUIRE(r2.seq() == -2);
+  // r1 stalled past its ticket lease: its ticket is gone, its next renewal finds none and it rejoins.
+  for (const auto& t : store.tickets({"job"}))
+    if (t.process == "r:1") REQUIRE(store.remove_ticket(t.id) == 1);
+  CHECK_FALSE(r1.keep_alive(Millis(1)));
+  CHECK(r1.superseded());
+  // No ticket below the newer run's: r2 stays first in line, and is not superseded by the older run
+  // (before, r1 rejoined at seq -3 for a moment and r2, reading the queue then, gave up too).
+  const auto tickets = store.tickets({"job"});
+  REQUIRE(tickets.size() == 1);
+  CHECK(tickets.front().process == "r:2");
+  CHECK(r2.at_head());
+  CHECK_FALSE(r2.superseded());
+}
+
 TEST_SUITE_END();
