@@ -175,8 +175,10 @@ void close_runs(RunStore& store, const std::string& name) {
   if (!grown.empty()) store.update_skips(grown, was);
 }
 
-void purge(RunStore& store, const std::vector<RunRecord>& runs, const HistoryPolicy& policy, ServerTime now,
-           const Log& log) {
+} // namespace
+
+void purge_history(RunStore& store, const std::vector<RunRecord>& runs, const HistoryPolicy& policy, ServerTime now,
+                   const Log& log) {
   try {
     std::int64_t deleted = 0;
     for (const auto& run : runs) {
@@ -191,10 +193,8 @@ void purge(RunStore& store, const std::vector<RunRecord>& runs, const HistoryPol
   }
 }
 
-} // namespace
-
 void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
-                 const Log& log) {
+                 const Log& log, std::vector<RunRecord>* deferred) {
   if (!policy.enabled || runs.empty()) return;
   const bool executed = !is_attempt(runs.front().outcome);
   if (executed) count_skips(store, runs, log);
@@ -212,7 +212,12 @@ void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPoli
   } catch (const Error& e) {
     log.debugf("the run was not recorded as its names' last run ({})", e.what());
   }
-  if (one_in(policy.purge_every)) purge(store, runs, policy, now, log);
+  if (!one_in(policy.purge_every)) return;
+  if (deferred != nullptr) {
+    *deferred = std::move(runs);
+  } else {
+    purge_history(store, runs, policy, now, log);
+  }
 }
 
 std::vector<HistoryRow> fold_history(const std::vector<RunRecord>& executed, const std::vector<RunRecord>& attempts,

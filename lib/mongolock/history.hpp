@@ -66,16 +66,21 @@ void validate_history_policy(const HistoryPolicy& policy);
 inline constexpr std::size_t k_skip_host_sample = 5;
 
 // Stores `runs` (one record per lock name of one run) with one insert. An executed run (not an attempt)
-// first reads the skipped attempts that named its lock (LockStore::skips_of(), one find) and keeps their
+// first reads the skipped attempts that named its lock (RunStore::skips_of(), one find) and keeps their
 // count and hosts in its record (skips, skip_hosts, skipped_on), then records itself as its names' last run
-// (LockStore::record_last_runs(), one update), and on about one call in policy.purge_every (chosen at
-// random) purges each name's executed runs beyond policy.keep, its attempts beyond policy.keep (bounded
-// apart, so that skips never push an executed run out) and every run older than policy.max_age (at `now`,
-// server clock). An attempt only inserts (a skipped run: 2 writes in all, the refused lock insert and this).
-// Nothing happens when the policy is disabled or `runs` is empty. Never throws: a failure is one warning
-// line on `log` (the run's exit status does not change).
+// (RunStore::record_last_runs(), one update), and on about one call in policy.purge_every (chosen at
+// random) purges (purge_history(); with `deferred`, the runs are left there for the caller to purge later) each name's
+// executed runs beyond policy.keep, its attempts beyond policy.keep (bounded apart, so that skips never push an
+// executed run out) and every run older than policy.max_age (at `now`, server clock). An attempt only inserts (a
+// skipped run: 2 writes in all, the refused lock insert and this). Nothing happens when the policy is disabled or
+// `runs` is empty. Never throws: a failure is one warning line on `log` (the run's exit status does not change).
 void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
-                 const Log& log);
+                 const Log& log, std::vector<RunRecord>* deferred = nullptr);
+
+// The purge record_runs() does now and then, for the names of `runs` (at `now`, server clock). Never throws:
+// a failure is one warning line on `log`.
+void purge_history(RunStore& store, const std::vector<RunRecord>& runs, const HistoryPolicy& policy, ServerTime now,
+                   const Log& log);
 
 // The skipped attempts folded into one line of `history`: those that named one run's lock (held_lock), or,
 // for attempts whose holder has no executed run listed, those that named one holder.

@@ -94,6 +94,15 @@ public:
     return exit_code;
   }
 
+  // For a record written before the release (run --once-per): a purge of the history that falls due is
+  // kept for purge_deferred(), after the release, so that the locks are not held for housekeeping.
+  void defer_purge() { m_defer_purge = true; }
+  void purge_deferred(RunStore& store) noexcept {
+    if (m_purge_runs.empty()) return;
+    purge_history(store, m_purge_runs, m_options.history, m_purge_now, m_log);
+    m_purge_runs.clear();
+  }
+
 private:
   struct Holder {
     std::string process; // held_by
@@ -148,7 +157,8 @@ private:
       runs.push_back(std::move(run));
     }
     if (store != nullptr && clock) {
-      record_runs(*store, std::move(runs), m_options.history, ended_at, m_log);
+      record_runs(*store, std::move(runs), m_options.history, ended_at, m_log, m_defer_purge ? &m_purge_runs : nullptr);
+      m_purge_now = ended_at;
     } else if (m_options.history.enabled && outcome != Outcome::error) {
       m_log.warning("the run was not recorded in the history: the server did not answer in time; its exit status "
                     "is unchanged");
@@ -163,6 +173,9 @@ private:
   }
 
   const RunOptions& m_options;
+  bool m_defer_purge = false;
+  std::vector<RunRecord> m_purge_runs; // a purge due after the release (defer_purge())
+  ServerTime m_purge_now{};
   std::vector<std::string> m_names;
   std::vector<std::string> m_ids; // each name's history record _id
   const Log& m_log;
@@ -430,8 +443,10 @@ private:
   // record says ok, as the job did; a release that finds a lock gone or cannot reach the server still
   // exits 76 / 69 as without --once-per.
   int finish_once_per(const RunOutcome& result, std::optional<LocalTime> ended) {
+    m_recorder.defer_purge();
     m_recorder.finish(&m_store, Outcome::ok, k_exit_ok, ended, result.command_signal);
     const auto released = release_after_run(m_locker, locks(), m_log);
+    if (released != RunRelease::failed) m_recorder.purge_deferred(m_store);
     if (released == RunRelease::released) return k_exit_ok;
     m_log.warning("the run was recorded as succeeded before the release: the job ended with its lease held");
     return released == RunRelease::gone ? m_options.lost_exit_code : k_exit_unavailable;

@@ -345,12 +345,15 @@ min_hold_outlives_a_dead_holder() {
 once_per_records_before_releasing() {
   local name
   name=$(lock_name)
-  expect_exit 0 -- ml -vv run "$name" --once-per 1h -- true
-  local recorded released
+  # (A purge of the history, due here at every run, comes after the release: the lock is not held for it.)
+  expect_exit 0 -- env MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" -vv run "$name" --once-per 1h -- true
+  local recorded released purged
   recorded=$(grep -n "recorded the run in the history of '$name' (ok)" "$ERR" | cut -d: -f1)
   released=$(grep -n "released lock '$name'" "$ERR" | cut -d: -f1)
-  [[ -n $recorded && -n $released ]] || fail_with "no history record or no release in the trace" log "$ERR"
+  purged=$(grep -n "purged [0-9]* old run(s) from the history" "$ERR" | cut -d: -f1)
+  [[ -n $recorded && -n $released && -n $purged ]] || fail_with "no history record, release or purge in the trace" log "$ERR"
   ((recorded < released)) || fail_with "the success was recorded after the release" log "$ERR"
+  ((released < purged)) || fail_with "the history was purged before the release" log "$ERR"
   expect_exit 0 -- ml run "$name" --once-per 1h -- touch "$T/ran"
   [[ ! -e $T/ran ]] || fail "the job ran again within --once-per"
   assert_free "$name"
