@@ -205,6 +205,10 @@ void MemoryStore::append_event(std::string_view name, std::string_view ticket) {
 }
 
 std::unique_ptr<EventFeed> MemoryStore::follow_events(Millis) {
+  if (m_failing_follows > 0) {
+    --m_failing_follows;
+    throw unavailable_error("creation of the capped collection of wake-up events failed: database is locked");
+  }
   return std::make_unique<MemoryFeed>(m_events, m_events.size() >= 2 ? m_events.size() - 1 : m_events.size(),
                                       m_feed_generation);
 }

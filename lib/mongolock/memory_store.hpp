@@ -41,6 +41,9 @@ public:
   // Fault injection: every feed made so far throws Error (69) at its next wait, as a server that closes
   // its tailable cursors does (FerretDB v1 when it trims a capped collection); feeds made later work.
   void break_feeds() { ++m_feed_generation; }
+  // Fault injection: the next `n` follow_events() calls throw Error (69), as a server that cannot create
+  // the events collection just then (FerretDB v1 with SQLite: "database is locked").
+  void fail_follows(int n) { m_failing_follows = n; }
 
   // Runs between the read and the write of the next update or delete of a lock document (once; FerretDB
   // semantics only: with MongoDB's the write is atomic and this runs after it). Set it again for more.
@@ -96,6 +99,7 @@ private:
   std::map<std::string, std::vector<std::int64_t>> m_fences;
   std::vector<TicketRecord> m_tickets;
   std::vector<WakeEvent> m_events;
+  int m_failing_follows = 0;
   std::vector<RunRecord> m_runs;
   std::vector<Write> m_writes;
   std::int64_t m_next_id = 1;

@@ -106,6 +106,10 @@ void Waiter::announce_replace() {
 }
 
 Waiter::Pause Waiter::queued() {
+  if (m_state != State::far && !m_feed && !m_push_off && !m_idle) {
+    follow(); // its last try failed; once it follows, the queue is read again (events of the gap)
+    if (m_feed) m_requeue = true;
+  }
   if (m_state != State::head && m_queue->head()) {
     m_log.debugf("first in the queue: the waiters ahead have left");
     place(1, Millis(0)); // wake-up events named every ticket that was ahead
@@ -278,6 +282,13 @@ void Waiter::follow() {
   try {
     m_feed = m_store.follow_events(m_policy.queue.push_check);
   } catch (const Error& e) {
+    // A failure can pass (FerretDB v1 with SQLite: "database is locked" while others create the
+    // collection): tried again at the next steps, a few times, then polling only.
+    if (++m_refollowed <= k_refollow_limit) {
+      m_log.debugf("no push wake-ups yet ({}); polling every {}, following again at the next step", e.what(),
+                   format_duration(m_policy.queue.poll));
+      return;
+    }
     m_push_off = true;
     m_log.debugf("no push wake-ups ({}); polling every {}", e.what(), format_duration(m_policy.queue.poll));
   }

@@ -47,6 +47,8 @@ public:
   bool step(const Sleeper& sleep);
 
   [[nodiscard]] State state() const { return m_state; }
+  // True while it follows the wake-up events (push); false while it polls.
+  [[nodiscard]] bool following() const { return m_feed != nullptr; }
   [[nodiscard]] static std::string_view state_name(State state);
 
   // The result so far; moved out by the caller once the state is final.

@@ -177,6 +177,35 @@ TEST_CASE("A head whose event cursor failed reads the queue before it takes the 
   CHECK(store.find("job")->process == "n:1");
 }
 
+TEST_CASE("A waiter whose event cursor could not be opened follows the events once it can, then polls") {
+  MemoryStore store;
+  Locker holder(store, quiet);
+  auto held = holder.try_acquire(request("job", "h:1"));
+  REQUIRE(held);
+  WaitPolicy policy{.wait = Millis::max()};
+  Locker locker(store, quiet);
+  store.fail_follows(1); // "database is locked" once, while others create the events collection
+  Waiter w(locker, {request("job", "w:1")}, policy);
+  CHECK(w.step(short_sleep));
+  REQUIRE(w.state() == State::head);
+  CHECK_FALSE(w.following());
+  CHECK(w.step(short_sleep));
+  CHECK(w.following()); // tried again at the next step (it used to poll for the whole wait)
+  // One that keeps failing polls after a few tries.
+  MemoryStore store2;
+  Locker holder2(store2, quiet);
+  REQUIRE(holder2.try_acquire(request("job", "h:1")));
+  Locker locker2(store2, quiet);
+  store2.fail_follows(100);
+  Waiter w2(locker2, {request("job", "w:2")}, policy);
+  for (int i = 0; i < 8; ++i)
+    CHECK(w2.step(short_sleep));
+  CHECK_FALSE(w2.following());
+  store2.fail_follows(0);
+  CHECK(w2.step(short_sleep));
+  CHECK_FALSE(w2.following()); // gave up following: polls
+}
+
 TEST_CASE("An older replacing run that missed being passed is superseded by the lock's newer holder") {
   // Without push (or with every event lost), the old replacing run, first in line, looks only at the
   // lock; a newer replacing run joins ahead, and takes the lock as soon as it is free.
