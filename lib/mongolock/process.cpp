@@ -534,6 +534,20 @@ Error exec_failure(const std::string& name, int exec_errno) {
 
 namespace {
 
+// In the command's process before exec: a signal handler (mongolock installs none; a program embedding
+// this may) would run if a signal came between the unblocking of the mask and the exec: the default, as
+// exec would give it. Async-signal-safe.
+void reset_caught_handlers() {
+  for (const int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    struct sigaction found {};
+    if (sigaction(s, nullptr, &found) != 0 || found.sa_handler == SIG_IGN || found.sa_handler == SIG_DFL) continue;
+    struct sigaction deflt {};
+    sigemptyset(&deflt.sa_mask);
+    deflt.sa_handler = SIG_DFL;
+    sigaction(s, &deflt, nullptr);
+  }
+}
+
 // Child::spawn's two channels to the guardian, close-on-exec: `exec_pipe` (the exec's errno, or EOF on
 // exec) and `control` (a SOCK_SEQPACKET pair). Throws Error (70) when either cannot be made (none is left open).
 void open_spawn_channels(int (&exec_pipe)[2], int (&control)[2]) {
@@ -600,6 +614,7 @@ Child Child::spawn(const ChildSpec& spec) {
                    sigaction(SIGCHLD, &action, nullptr);
                    action.sa_handler = pipe_ignored ? SIG_IGN : SIG_DFL;
                    sigaction(SIGPIPE, &action, nullptr);
+                   reset_caught_handlers();
                    if (spec.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return; // errno: exec failed
                    sigprocmask(SIG_SETMASK, &command_mask, nullptr);
                    execvpe(argv[0], argv.data(), envp.data());
