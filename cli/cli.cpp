@@ -18,6 +18,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <sys/stat.h>
 
@@ -38,9 +39,19 @@ bool env_set(const std::string& name) {
   return value != nullptr && *value != '\0';
 }
 
-bool env_flag(const char* name) {
+// A boolean variable, read by CLI11's rule for flags (CLI::detail::to_flag_value, the rule of every other
+// boolean variable, e.g. MONGOLOCK_JSON): 1-9, true, t, yes, y, on, enable, + are true; 0, false, f, no, n,
+// off, disable, - are false (case-insensitive); a whole number by its sign. nullopt when unset or empty.
+// Throws Error (64) naming the variable for anything else (MONGOLOCK_QUIET=maybe).
+std::optional<bool> env_bool(const char* name) {
   const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' && std::strcmp(value, "0") != 0;
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  bool result = false;
+  if (!CLI::detail::lexical_cast(std::string(value), result)) {
+    throw usage_error(fmt::format("{}='{}' is not a boolean; write 1 or 0 (true/false, yes/no, on/off)", name,
+                                  printable(value)));
+  }
+  return result;
 }
 
 // True when something is at `path` (of any type: read_bounded_file() refuses what is not a regular file,
@@ -74,6 +85,48 @@ CLI::Option* add_option(CLI::App* app, const std::string& flags, T& value, const
 CLI::Option* add_flag(CLI::App* app, const std::string& flags, bool& value, const std::string& help) {
   const auto long_name = flags.substr(flags.rfind('-') == std::string::npos ? 0 : flags.find("--") + 2);
   return app->add_flag(flags, value, help)->envname(env_for(long_name));
+}
+
+// Where the options' values came from, so that an error names the source its value came from: the
+// option for the command line, the variable for the environment, FILE:LINE for a config file.
+struct Sources {
+  std::vector<std::string> args;                          // the command line before any "--"
+  std::map<const CLI::Option*, std::string> config_lines; // "FILE:LINE" of each option a config file set
+};
+
+// True when `args` give `option`: --long, --long=VALUE, or -s / -sVALUE.
+bool on_command_line(const std::vector<std::string>& args, const CLI::Option& option) {
+  for (const auto& arg : args) {
+    for (const auto& l : option.get_lnames()) {
+      if (arg == "--" + l || arg.starts_with("--" + l + "=")) return true;
+    }
+    for (const auto& s : option.get_snames()) {
+      if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-' && arg.substr(1, s.size()) == s) return true;
+    }
+  }
+  return false;
+}
+
+// Runs `check(what)` for the value of option `name` (e.g. "--ttl") of `cmd`, `what` naming where the value
+// came from: the option (command line, or the default), its variable (MONGOLOCK_TTL), or its key (ttl) with
+// the error prefixed by "FILE:LINE: " of the config file that set it.
+template <typename Check>
+auto from_source(const Sources& sources, const CLI::App* cmd, const std::string& name, const Check& check) {
+  const auto* option = cmd->get_option_no_throw(name);
+  if (option == nullptr || on_command_line(sources.args, *option)) return check(name);
+  if (env_set(option->get_envname())) return check(option->get_envname());
+  const auto line = sources.config_lines.find(option);
+  if (line == sources.config_lines.end()) return check(name);
+  try {
+    return check(option->get_lnames().empty() ? name : option->get_lnames().front());
+  } catch (const Error& e) {
+    throw Error(e.exit_code(), fmt::format("{}: {}", line->second, e.what()));
+  }
+}
+
+// The duration option `name` of `cmd` from `text`, errors naming its source (from_source()).
+Millis duration_of(const Sources& sources, const CLI::App* cmd, const std::string& name, const std::string& text) {
+  return from_source(sources, cmd, name, [&](const std::string& what) { return parse_duration(text, what); });
 }
 
 // Options are read as text and parsed after CLI11, so errors name the option and the format. Each command
@@ -121,23 +174,26 @@ std::int64_t parse_count(std::string_view text, std::string_view what) {
   return value;
 }
 
-Millis duration_or(const Text& text, const char* what, Millis fallback) {
-  return text ? parse_duration(*text, what) : fallback;
+Millis duration_or(const Sources& sources, const CLI::App* cmd, const Text& text, const char* name, Millis fallback) {
+  return text ? duration_of(sources, cmd, name, *text) : fallback;
 }
 
-std::optional<Millis> optional_duration(const Text& text, const char* what) {
+std::optional<Millis> optional_duration(const Sources& sources, const CLI::App* cmd, const Text& text,
+                                        const char* name) {
   if (!text) return std::nullopt;
-  return parse_duration(*text, what);
+  return duration_of(sources, cmd, name, *text);
 }
 
-TakeOptions take_options(const TakeTexts& texts) {
+TakeOptions take_options(const Sources& sources, const CLI::App* cmd, const TakeTexts& texts) {
   TakeOptions take;
-  if (texts.wait) take.wait = *texts.wait == "forever" ? k_wait_forever : parse_duration(*texts.wait, "--wait");
-  take.min_hold = duration_or(texts.min_hold, "--min-hold", Millis(0));
+  if (texts.wait) {
+    take.wait = *texts.wait == "forever" ? k_wait_forever : duration_of(sources, cmd, "--wait", *texts.wait);
+  }
+  take.min_hold = duration_or(sources, cmd, texts.min_hold, "--min-hold", Millis(0));
   take.fence = texts.fence;
   take.slots = texts.slots;
   take.push = !texts.no_push;
-  take.splay = duration_or(texts.splay, "--splay", Millis(0));
+  take.splay = duration_or(sources, cmd, texts.splay, "--splay", Millis(0));
   return take;
 }
 
@@ -228,14 +284,17 @@ VerbosityFlags verbosity_flags(const std::vector<std::string>& args) {
   return flags;
 }
 
-// -v/-q: the command line wins (both there is an error), then MONGOLOCK_VERBOSE/MONGOLOCK_QUIET (1/0),
-// then the config file (what CLI11 parsed when neither flag was on the command line).
+// -v/-q: the command line wins (both there is an error), then MONGOLOCK_VERBOSE/MONGOLOCK_QUIET (booleans,
+// env_bool(): a value that is not one is refused even when the command line decides), then the config file
+// (what CLI11 parsed when neither flag was on the command line).
 Verbosity verbosity(VerbosityFlags flags, bool parsed_verbose, bool parsed_quiet) {
   auto [v, q] = flags;
   if (v && q) throw usage_error("-v/--verbose and -q/--quiet both given; use one of them");
-  if (!v && !q && (env_set("MONGOLOCK_VERBOSE") || env_set("MONGOLOCK_QUIET"))) {
-    v = env_flag("MONGOLOCK_VERBOSE");
-    q = !v && env_flag("MONGOLOCK_QUIET");
+  const auto env_verbose = env_bool("MONGOLOCK_VERBOSE");
+  const auto env_quiet = env_bool("MONGOLOCK_QUIET");
+  if (!v && !q && (env_verbose || env_quiet)) {
+    v = env_verbose.value_or(false);
+    q = !v && env_quiet.value_or(false);
   } else if (!v && !q) {
     v = parsed_verbose;
     q = !v && parsed_quiet;
@@ -268,6 +327,7 @@ UriLayer environment_uri_layer() {
 // subcommands (to tell which one was parsed). One define_*() per command fills it in.
 struct Cli {
   App app{"mongolock: keep jobs from running twice at once across machines, with a lock in MongoDB.", "mongolock"};
+  Sources sources; // where the values came from, for errors
   // Global options. The config file is read after parsing (apply_config_file()), so that --help and
   // --version read no file; --uri and --uri-file: the three layers are resolved by choose_uri_source().
   Text config_path;
@@ -315,14 +375,16 @@ void define_global(Cli& c) {
   app.fallthrough();
   app.set_version_flag("--version", fmt::format("mongolock {} (libmongoc {})", k_version, driver_version()));
   app.add_option("--config", c.config_path,
-                 "Config file (default: $MONGOLOCK_CONFIG, ~/.config/mongolock/config, /etc/mongolock.conf)")
+                 "Config file (default: $MONGOLOCK_CONFIG, else the first of $XDG_CONFIG_HOME/mongolock/config "
+                 "(~/.config/mongolock/config) and /etc/mongolock.conf)")
       ->configurable(false)
       ->type_name("PATH");
   app.footer("Precedence: command line > MONGOLOCK_* environment > config file > default.\n"
              "URI: --uri or --uri-file > MONGOLOCK_URI or MONGOLOCK_URI_FILE > uri or uri-file in the config file\n"
              "(both in one place is an error). '--' ends the options; for run it starts the command.\n"
-             "Exit codes: 0 ok, 1 status: free, 64 usage, 65 not the holder, 69 MongoDB unavailable, 70 internal,\n"
-             "75 held (-E), 76 lease lost, 124 timeout, 126 cannot execute, 127 not found. See mongolock(1).");
+             "Exit codes: 0 ok, 1 status: free, 0-3 check: OK/WARNING/CRITICAL/UNKNOWN, 64 usage, 65 not the holder,\n"
+             "69 MongoDB unavailable, 70 internal, 75 held (-E), 76 lease lost, 124 timeout, 126 cannot execute,\n"
+             "127 not found, 128+N run or --wait ended by signal N. See mongolock(1).");
   app.add_option("--uri", c.uri_text, "MongoDB connection string (MONGOLOCK_URI; default mongodb://127.0.0.1:27017)")
       ->type_name("URI");
   app.add_option("--uri-file", c.uri_file_text,
@@ -364,7 +426,7 @@ void define_acquire_release_renew(Cli& c) {
 
   c.renew_cmd = c.app.add_subcommand("renew", "Extend a lock taken with acquire to now + TTL");
   c.renew_cmd->add_option("NAME", c.renew.name, "Lock name")->required();
-  add_option(c.renew_cmd, "--ttl", c.renew_ttl, "New lease length from now (default 10m)")->type_name("DUR");
+  add_option(c.renew_cmd, "--ttl", c.renew_ttl, "New lease length from now (default: the lock's own, as acquire --ttl set it)")->type_name("DUR");
   c.renew_cmd->add_option("--token", c.renew.token, "Renew the acquisition with this token");
   c.renew_cmd->add_option("--process", c.renew.process, "Renew the lock held by this holder (host:pid)");
 }
@@ -407,6 +469,8 @@ void define_run(Cli& c) {
       ->type_name("DUR");
   add_flag(run_cmd, "--replace", c.run.replace,
            "The newest run wins: stop a holder started with --replace, then run first (waits until taken)");
+  add_flag(run_cmd, "--pass-uri", c.run.pass_uri,
+           "Pass MONGOLOCK_URI to the command even when it holds a password (it is removed otherwise)");
   add_flag(run_cmd, "--no-history", texts.no_history, "Do not record this run in the run history");
   add_option(run_cmd, "--history-keep", texts.history_keep, "Run history: keep at most N runs per name")
       ->capture_default_str()
@@ -468,12 +532,33 @@ void define_admin(Cli& c) {
       ->check(CLI::IsMember(completion_shells()));
 }
 
+// The arguments that no option or positional took, in the order given, as one message.
+std::string extras_message(const CLI::App& app) {
+  std::vector<std::string> extras;
+  for (const auto& arg : app.remaining(false))
+    if (arg != "--") extras.push_back(arg); // the "--" that ended the options is no extra argument
+  for (const auto* sub : app.get_subcommands()) {
+    for (const auto& arg : sub->remaining(false))
+      if (arg != "--") extras.push_back(arg);
+  }
+  return fmt::format("{} not expected: {}", extras.size() > 1 ? "the following arguments were" : "the argument was",
+                     fmt::join(extras, " "));
+}
+
 // Parses `args` (run's command already split off); turns CLI11's errors into one-line usage errors.
 // Returns an exit code when parsing itself answered (--help, --version), else nullopt.
 std::optional<int> parse(Cli& c, std::vector<std::string> args, bool has_command) {
   const auto word = command_word(args);
   const auto subcommands = c.app.get_subcommands([&](const CLI::App* sub) { return sub->get_name() == word; });
   const bool unknown = !word.empty() && subcommands.empty();
+  // The variables of the flags of this command line (global and the command's) by the one boolean rule,
+  // an error naming the variable (CLI11's own error names only the option: "--json = maybe").
+  for (const auto* app : {static_cast<CLI::App*>(&c.app), subcommands.empty() ? nullptr : subcommands.front()}) {
+    if (app == nullptr) continue;
+    for (const auto* option : app->get_options()) {
+      if (option->get_expected_max() == 0 && !option->get_envname().empty()) (void)env_bool(option->get_envname().c_str());
+    }
+  }
   std::reverse(args.begin(), args.end()); // CLI11 takes the arguments in reverse order
   try {
     c.app.parse(args);
@@ -483,6 +568,9 @@ std::optional<int> parse(Cli& c, std::vector<std::string> args, bool has_command
     return c.app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return c.app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the extra arguments in reverse ("not expected: 5s --ttl"): in the order given instead.
+    throw usage_error(fmt::format("{}; see 'mongolock --help'", extras_message(c.app)));
   } catch (const CLI::ParseError& e) {
     // (Log redacts any URI in these messages and escapes what is not printable.)
     if (unknown && c.app.get_subcommands().empty()) {
@@ -501,26 +589,35 @@ std::optional<int> parse(Cli& c, std::vector<std::string> args, bool has_command
   return std::nullopt;
 }
 
+// --connect-timeout, which the driver takes as int32 milliseconds: refused above k_max_driver_duration.
+Millis connect_timeout(const Cli& c) {
+  return from_source(c.sources, &c.app, "--connect-timeout", [&](const std::string& what) {
+    return parse_duration_at_most(c.texts.connect_timeout, what, k_max_driver_duration,
+                                  "the MongoDB driver's limit");
+  });
+}
+
 // After parsing: the config file (below the command line and the environment), the verbosity, the URI
 // from its three layers, and the checks of values that are stored or printed later. Replaces `log`.
 void settle_globals(Cli& c, VerbosityFlags flags, Log& log) {
   // The config file's read is bounded by the connect timeout as the command line or the environment
   // give it (the file cannot bound its own read).
-  const auto file_timeout = parse_duration(c.texts.connect_timeout, "--connect-timeout");
+  const auto file_timeout = connect_timeout(c);
   UriLayer file_uri;
   if (c.config_path) {
-    file_uri = apply_config_file(c.app, *c.config_path, "--config file", file_timeout);
+    file_uri = apply_config_file(c.app, *c.config_path, "--config file", file_timeout, c.sources.config_lines);
   } else if (env_set("MONGOLOCK_CONFIG")) {
     file_uri =
-        apply_config_file(c.app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout);
+        apply_config_file(c.app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout,
+                          c.sources.config_lines);
   } else if (const auto path = default_config_file(); !path.empty()) {
-    file_uri = apply_config_file(c.app, path, "config file", file_timeout);
+    file_uri = apply_config_file(c.app, path, "config file", file_timeout, c.sources.config_lines);
   }
   auto& global = c.global;
   const auto level = verbosity(flags, c.verbose, c.quiet);
-  global.store.connect_timeout = parse_duration(c.texts.connect_timeout, "--connect-timeout");
-  global.takeover_grace = parse_duration(c.texts.grace, "--grace");
-  global.store.count_commands = env_flag("MONGOLOCK_DEBUG_COMMANDS");
+  global.store.connect_timeout = connect_timeout(c);
+  global.takeover_grace = duration_of(c.sources, &c.app, "--grace", c.texts.grace);
+  global.store.count_commands = env_bool("MONGOLOCK_DEBUG_COMMANDS").value_or(false);
 
   const auto uri_source = choose_uri_source({c.uri_text, c.uri_file_text}, environment_uri_layer(), file_uri);
   if (uri_source.kind == UriSource::Kind::uri) global.store.uri = uri_source.value;
@@ -545,18 +642,26 @@ void settle_globals(Cli& c, VerbosityFlags flags, Log& log) {
 int run_run(Cli& c, Log& log) {
   auto& run = c.run;
   const auto& texts = c.run_texts;
-  run.ttl = duration_or(c.run_take.ttl, "--ttl", k_default_run_ttl);
-  run.kill_grace = optional_duration(texts.kill_grace, "--kill-grace");
-  run.renew_interval = optional_duration(texts.renew_interval, "--renew-interval");
-  run.renew_deadline = optional_duration(texts.renew_deadline, "--renew-deadline");
-  run.timeout = optional_duration(texts.timeout, "--timeout");
-  run.kill_after = parse_duration(texts.kill_after, "--kill-after");
+  const auto& src = c.sources;
+  const auto* cmd = c.run_cmd;
+  run.ttl = duration_or(src, cmd, c.run_take.ttl, "--ttl", k_default_run_ttl);
+  run.kill_grace = optional_duration(src, cmd, texts.kill_grace, "--kill-grace");
+  run.renew_interval = optional_duration(src, cmd, texts.renew_interval, "--renew-interval");
+  run.renew_deadline = optional_duration(src, cmd, texts.renew_deadline, "--renew-deadline");
+  run.timeout = optional_duration(src, cmd, texts.timeout, "--timeout");
+  run.kill_after = duration_of(src, cmd, "--kill-after", texts.kill_after);
   run.on_lost = texts.on_lost == "kill" ? OnLost::kill : texts.on_lost == "ignore" ? OnLost::ignore : OnLost::term;
-  run.take = take_options(c.run_take);
-  run.once_per = optional_duration(texts.once_per, "--once-per");
+  run.take = take_options(src, cmd, c.run_take);
+  run.once_per = optional_duration(src, cmd, texts.once_per, "--once-per");
   run.history.enabled = !texts.no_history;
-  run.history.keep = texts.history_keep;
-  run.history.max_age = parse_duration(texts.history_max_age, "--history-max-age");
+  run.history.keep = from_source(src, cmd, "--history-keep", [&](const std::string& what) {
+    if (texts.history_keep < 1 || texts.history_keep > k_max_history_keep) {
+      throw usage_error(
+          fmt::format("{} {} is out of range; give 1 to {}", what, texts.history_keep, k_max_history_keep));
+    }
+    return texts.history_keep;
+  });
+  run.history.max_age = duration_of(src, cmd, "--history-max-age", texts.history_max_age);
   if (env_set("MONGOLOCK_HISTORY_PURGE_EVERY")) {
     run.history.purge_every =
         parse_count(std::getenv("MONGOLOCK_HISTORY_PURGE_EVERY"), "MONGOLOCK_HISTORY_PURGE_EVERY");
@@ -572,13 +677,13 @@ int run_run(Cli& c, Log& log) {
 int dispatch(Cli& c, Log& log) {
   const auto& global = c.global;
   if (c.acquire_cmd->parsed()) {
-    c.acquire.ttl = duration_or(c.acquire_texts.ttl, "--ttl", k_default_acquire_ttl);
-    c.acquire.take = take_options(c.acquire_texts);
+    c.acquire.ttl = duration_or(c.sources, c.acquire_cmd, c.acquire_texts.ttl, "--ttl", k_default_acquire_ttl);
+    c.acquire.take = take_options(c.sources, c.acquire_cmd, c.acquire_texts);
     return acquire_command(global, c.acquire, log);
   }
   if (c.release_cmd->parsed()) return release_command(global, c.release, log);
   if (c.renew_cmd->parsed()) {
-    c.renew.ttl = duration_or(c.renew_ttl, "--ttl", k_default_acquire_ttl);
+    c.renew.ttl = optional_duration(c.sources, c.renew_cmd, c.renew_ttl, "--ttl");
     return renew_command(global, c.renew, log);
   }
   if (c.run_cmd->parsed()) return run_run(c, log);
@@ -587,15 +692,16 @@ int dispatch(Cli& c, Log& log) {
   if (c.break_cmd->parsed()) return break_command(global, c.brk, log);
   if (c.doctor_cmd->parsed()) return doctor_command(global, log);
   if (c.history_cmd->parsed()) {
-    c.history.since = optional_duration(c.history_since, "--since");
+    c.history.since = optional_duration(c.sources, c.history_cmd, c.history_since, "--since");
     return history_command(global, c.history, log);
   }
   if (c.check_cmd->parsed()) {
-    c.check.max_age = optional_duration(c.check_max_age, "--max-age");
+    c.check.max_age = optional_duration(c.sources, c.check_cmd, c.check_max_age, "--max-age");
     return check_command(global, c.check, log);
   }
   if (c.init_cmd->parsed()) {
-    return init_command(global, InitOptions{parse_duration(c.init_history_max_age, "--history-max-age")}, log);
+    const auto max_age = duration_of(c.sources, c.init_cmd, "--history-max-age", c.init_history_max_age);
+    return init_command(global, InitOptions{max_age}, log);
   }
   throw internal_error("no command was parsed");
 }
@@ -611,6 +717,7 @@ int run_cli(std::vector<std::string> args, Log& log) {
   const auto command = split_command(args);
   c.run.command = command.value_or(std::vector<std::string>{});
   const auto flags = verbosity_flags(option_part(args));
+  c.sources.args = option_part(args);
   if (const auto answered = parse(c, std::move(args), command.has_value())) return *answered;
   // The completion script comes from the definition alone: no config file, no server.
   if (c.completion_cmd->parsed()) {

@@ -64,7 +64,8 @@ OptionModel option_model(CLI::Option& option) {
   model.shorts = option.get_snames();
   model.longs = option.get_lnames();
   model.help = option.get_description();
-  model.takes_value = option.get_type_size_max() > 0;
+  // A flag (on/off: -q, --fence, --json) takes no value: CLI11 expects it 0 times (Option::expected(0)).
+  model.takes_value = option.get_expected_max() > 0 && option.get_type_size_max() > 0;
   model.is_path = option.get_type_name() == "PATH";
   model.values = set_members(option);
   return model;
@@ -144,7 +145,7 @@ std::string bash_script(const Model& model) {
                                          sh_quote(join(option.values))));
       } else if (option.is_path) {
         value_case.push_back(fmt::format("        {}) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "
-                                         "\"$cur\")); return ;;",
+                                         "\"$cur\")); __mongolock_colons; return ;;",
                                          s));
       } else {
         value_case.push_back(fmt::format("        {}) return ;;", s));
@@ -174,12 +175,19 @@ std::string bash_script(const Model& model) {
   out +=
       fmt::format(R"SH(
 _mongolock() {{
-    local cur=${{COMP_WORDS[COMP_CWORD]}} prev= cmd= w i npos=0 after=-1
-    ((COMP_CWORD > 0)) && prev=${{COMP_WORDS[COMP_CWORD - 1]}}
+    local cur prev words cword cmd= w i npos=0 after=-1
+    # Words as typed: with bash-completion, a ':' (in COMP_WORDBREAKS) does not split a word, so that
+    # --uri mongodb://host:port is one word; without it, bash's own words.
+    if declare -F _get_comp_words_by_ref >/dev/null; then
+        _get_comp_words_by_ref -n : cur prev words cword
+    else
+        words=("${{COMP_WORDS[@]}}") cword=$COMP_CWORD cur=${{COMP_WORDS[COMP_CWORD]}} prev=
+        ((cword > 0)) && prev=${{words[cword - 1]}}
+    fi
     local valued=' {valued} '
     # The command word and how many positional words follow it; for run, where its '--' is.
-    for ((i = 1; i < COMP_CWORD; i++)); do
-        w=${{COMP_WORDS[i]}}
+    for ((i = 1; i < cword; i++)); do
+        w=${{words[i]}}
         if [[ $w == -- ]]; then
             [[ $cmd == run ]] && {{ after=$i; break; }}
             continue
@@ -191,7 +199,7 @@ _mongolock() {{
         if [[ -z $cmd ]]; then cmd=$w; else ((npos++)); fi
     done
     if ((after >= 0)); then # run's command and its arguments
-        if ((COMP_CWORD == after + 1)); then
+        if ((cword == after + 1)); then
             COMPREPLY=($(compgen -c -- "$cur"))
         else
             compopt -o default 2>/dev/null
@@ -199,6 +207,7 @@ _mongolock() {{
         fi
         return
     fi
+    __mongolock_colons() {{ declare -F __ltrim_colon_completions >/dev/null && __ltrim_colon_completions "$cur"; }}
     case $prev in
 {value_case}
     esac
@@ -218,9 +227,10 @@ _mongolock() {{
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts $global" -- "$cur"))
     elif ((npos == 0 && names)); then
-        local prog=${{COMP_WORDS[0]}}
+        local prog=${{words[0]}}
         [[ $prog == \~* ]] && prog=mongolock
         COMPREPLY=($(compgen -W "$(command "$prog" {lock_names} 2>/dev/null)" -- "$cur"))
+        declare -F __ltrim_colon_completions >/dev/null && __ltrim_colon_completions "$cur"
     elif ((npos == 0)) && [[ -n $values ]]; then
         COMPREPLY=($(compgen -W "$values" -- "$cur"))
     fi
@@ -283,12 +293,12 @@ std::string zsh_script(const Model& model) {
       specs.push_back(sh_quote("1:lock name:_mongolock_lock_names"));
     } else if (!command.positional_values.empty()) {
       specs.push_back(sh_quote(fmt::format("1:value:({})", join(command.positional_values))));
-    } else if (command.name == "run") {
-      specs.push_back(sh_quote("*::command:_normal"));
     }
-    command_case += fmt::format("        {})\n            _arguments -s \"${{global[@]}}\" {} && ret=0\n"
+    // run: after its '--', the command and its arguments, completed as on their own command line.
+    const auto* after_dashes = command.name == "run" ? "_mongolock_after_dashes || " : "";
+    command_case += fmt::format("        {})\n            {}_arguments -s \"${{global[@]}}\" {} && ret=0\n"
                                 "            ;;\n",
-                                command.name, join(specs, " \\\n                "));
+                                command.name, after_dashes, join(specs, " \\\n                "));
   }
 
   std::string out = "#compdef mongolock\n" + header("#", "zsh");
@@ -297,6 +307,17 @@ _mongolock_lock_names() {{
     local -a names
     names=(${{(f)"$(_call_program lock-names mongolock {lock_names} 2>/dev/null)"}})
     _describe -t lock-names 'lock name' names
+}}
+
+# When a '--' comes before the word completed: completes the words after it as a command line (run's
+# command), and succeeds; else fails.
+_mongolock_after_dashes() {{
+    local n=${{words[(i)--]}}
+    (( n < CURRENT )) || return 1
+    words=("${{(@)words[n+1,-1]}}")
+    (( CURRENT -= n ))
+    _normal
+    return 0
 }}
 
 _mongolock() {{

@@ -128,7 +128,8 @@ std::vector<LocatedItem> parse_config_text(std::string_view text, std::string_vi
   return located;
 }
 
-UriLayer apply_config_file(App& app, const std::string& path, std::string_view what, Millis timeout) {
+UriLayer apply_config_file(App& app, const std::string& path, std::string_view what, Millis timeout,
+                           std::map<const CLI::Option*, std::string>& lines) {
   const auto text = read_bounded_file(path, what, FileKind::regular, timeout, FileTrust::private_to_user);
   UriLayer uri;
   for (const auto& [item, line] : parse_config_text(text, path)) {
@@ -158,6 +159,7 @@ UriLayer apply_config_file(App& app, const std::string& path, std::string_view w
       throw usage_error(fmt::format("{}: '{}' cannot be set in a config file; give {} on the command line", where,
                                     item.name, option->get_name()));
     }
+    lines.emplace(option, where);
     try {
       app.apply_config_item(item);
     } catch (const CLI::Error& e) {

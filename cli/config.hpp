@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,9 @@ struct LocatedItem {
 // config file layer (choose_uri_source()). Throws Error (exit 64) "FILE:LINE: ..." naming the key for an
 // unknown key or section (with the likely meant one), a key that a config file may not set, and a value
 // the option refuses.
-UriLayer apply_config_file(App& app, const std::string& path, std::string_view what, Millis timeout);
+// Records in `lines` the "FILE:LINE" of each option it applied, for errors found after parsing (a
+// duration's format) to name the line.
+UriLayer apply_config_file(App& app, const std::string& path, std::string_view what, Millis timeout,
+                           std::map<const CLI::Option*, std::string>& lines);
 
 } // namespace mongolock

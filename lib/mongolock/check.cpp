@@ -32,10 +32,21 @@ int severity(CheckState state) {
   return 3;
 }
 
+// Stored text for the plugin line: printable() (one line), and every '|' replaced by '_': '|' starts the
+// perfdata in the monitoring-plugin format, so a '|' in a name or host would make agents misparse the line
+// (Monitoring Plugins Development Guidelines, "Plugin Output").
+std::string plugin_text(const std::string& text) {
+  auto out = printable(text);
+  std::replace(out.begin(), out.end(), '|', '_');
+  return out;
+}
+
+// A perfdata label: plugin_text(), '=' replaced by '_' (a label may not hold '='), quoted with ' and a
+// "'" doubled (the guidelines' rules for labels).
 std::string quoted_label(const std::string& label) {
   std::string out = "'";
-  for (const char c : printable(label)) {
-    out += c;
+  for (const char c : plugin_text(label)) {
+    out += c == '=' ? '_' : c;
     if (c == '\'') out += '\'';
   }
   return out + "'";
@@ -49,18 +60,18 @@ std::string seconds(std::optional<Millis> d) {
 }
 
 std::string clause(const NameCheck& c, ServerTime now, const CheckPolicy& policy) {
-  const auto name = fmt::format("'{}'", printable(c.name));
+  const auto name = fmt::format("'{}'", plugin_text(c.name));
   const auto success =
-      c.last_success ? fmt::format("{} {} ago", printable(c.last_success->host), format_duration(*c.age)) : "never";
+      c.last_success ? fmt::format("{} {} ago", plugin_text(c.last_success->host), format_duration(*c.age)) : "never";
   if (!c.last_success || *c.age > policy.max_age) {
     if (!c.last_run) return fmt::format("{} has never run", name);
     return fmt::format("{} has not succeeded within {} (last success: {}; last run: {} on {} {} ago)", name,
-                       format_duration(policy.max_age), success, printable(c.last_run->outcome),
-                       printable(c.last_run->host), format_duration(now - c.last_run->ended_at));
+                       format_duration(policy.max_age), success, plugin_text(c.last_run->outcome),
+                       plugin_text(c.last_run->host), format_duration(now - c.last_run->ended_at));
   }
   if (c.last_run && c.last_run->outcome != outcome_name(Outcome::ok)) {
-    return fmt::format("{} {} on {} {} ago (exit {}; last success: {})", name, printable(c.last_run->outcome),
-                       printable(c.last_run->host), format_duration(now - c.last_run->ended_at), c.last_run->exit_code,
+    return fmt::format("{} {} on {} {} ago (exit {}; last success: {})", name, plugin_text(c.last_run->outcome),
+                       plugin_text(c.last_run->host), format_duration(now - c.last_run->ended_at), c.last_run->exit_code,
                        success);
   }
   return fmt::format("{} succeeded on {}", name, success);
@@ -130,7 +141,7 @@ std::string check_line(const std::vector<NameCheck>& checks, const CheckPolicy& 
 }
 
 std::string check_unknown_line(const std::string& why) {
-  return fmt::format("MONGOLOCK UNKNOWN - cannot read the run history: {}", printable(why));
+  return fmt::format("MONGOLOCK UNKNOWN - cannot read the run history: {}", plugin_text(why));
 }
 
 } // namespace mongolock

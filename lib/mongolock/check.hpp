@@ -51,7 +51,8 @@ struct NameCheck {
 // The plugin line: "MONGOLOCK STATE - clauses | perfdata", the clauses of the worst names first, joined by
 // "; ". Perfdata per name (labels quoted, ' doubled): 'NAME_age'=Ns;;CRIT;0 (the last success's age in
 // seconds, U when none) and 'NAME_duration'=Ns;;;0 (the newest executed run's, U when none). One line:
-// every stored string is escaped (printable()).
+// every stored string is escaped (printable()), and a `|` in a name, host or outcome becomes `_` (it would
+// start the perfdata), a `=` in a label too (Monitoring Plugins Development Guidelines).
 [[nodiscard]] std::string check_line(const std::vector<NameCheck>& checks, const CheckPolicy& policy);
 
 // The line for a server that cannot be read: "MONGOLOCK UNKNOWN - cannot read the run history: WHY".

@@ -170,15 +170,27 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
   refuse_not_holder(locker, options.name, options.token ? "the given token" : *which.process, "released");
 }
 
+// The TTL a renew without --ttl gives: the selected holder's own (its ttl_ms, on the name or a slot of it),
+// so that renewing a lock taken with --ttl 1h does not shorten it; the default when there is no such holder
+// (the renewal then matches nothing and says why).
+Millis own_ttl(Locker& locker, const LockSelector& which) {
+  for (const auto& lock : locker.holders(which.program)) {
+    const bool same = (which.token && lock.token == *which.token) || (which.process && lock.process == *which.process);
+    if (same && lock.ttl > Millis(0)) return lock.ttl;
+  }
+  return k_default_acquire_ttl;
+}
+
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log) {
   validate_lock_name(options.name);
-  validate_ttl(options.ttl);
+  if (options.ttl) validate_ttl(*options.ttl);
   auto which = holder_selector(options.name, options.token, options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
   const bool mark = waiters_queued(locker, options.name, log);
+  const auto ttl = options.ttl ? *options.ttl : own_ttl(locker, which);
   const auto expires = on_name_or_slot(
-      locker, which, [&](const LockSelector& w) { return locker.renew(w, options.ttl, mark); },
+      locker, which, [&](const LockSelector& w) { return locker.renew(w, ttl, mark); },
       [](const std::optional<ServerTime>& e) { return e.has_value(); });
   if (!expires) {
     const auto holders = locker.holders(options.name);

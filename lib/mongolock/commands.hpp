@@ -49,7 +49,8 @@ struct ReleaseOptions {
 
 struct RenewOptions {
   std::string name;
-  Millis ttl = k_default_acquire_ttl; // the lease runs this long from now
+  std::optional<Millis> ttl;          // --ttl: the lease runs this long from now; default: the lock's own
+                                      // TTL (its ttl_ms, as acquire --ttl set it), k_default_acquire_ttl without one
   std::optional<std::string> token;   // --token
   std::optional<std::string> process; // --process; default "<host>:<parent pid>"; unused with --token
 };
@@ -71,6 +72,7 @@ struct RunOptions {
   bool no_new_privs = false;               // --no-new-privs: the command starts with PR_SET_NO_NEW_PRIVS
   std::optional<Millis> once_per;          // --once-per: not run when a run of every name succeeded within this period
   bool replace = false;                    // --replace: the newest run wins (stops a holder started with --replace)
+  bool pass_uri = false; // --pass-uri: the job inherits MONGOLOCK_URI even when it holds a password (removed otherwise)
 };
 
 struct StatusOptions {
@@ -117,7 +119,7 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
 // 0, or 65 when nothing was released.
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log);
 
-// mongolock renew: extends a live lock to now + ttl. 0, or 65 when not the holder (or expired).
+// mongolock renew: extends a live lock to now + ttl (default: the lock's own TTL). 0, or 65 when not the holder (or expired).
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log);
 
 // mongolock run: holds the locks while the command runs. The command's exit code; conflict_exit_code when

@@ -50,9 +50,18 @@ Millis parse_duration(std::string_view text, std::string_view what) {
     total += number * per_unit;
     if (total > static_cast<double>(Millis(k_max_duration).count())) throw fail("longer than 365 days");
   }
-  const auto millis = static_cast<Millis::rep>(std::llround(total));
-  if (millis <= 0) throw fail("must be at least 1ms");
-  return Millis(millis);
+  // Under 1ms is refused before rounding: 0.5ms is not 1ms.
+  if (total < 1 - 1e-9) throw fail("must be at least 1ms");
+  return Millis(static_cast<Millis::rep>(std::llround(total)));
+}
+
+Millis parse_duration_at_most(std::string_view text, std::string_view what, Millis bound, std::string_view why) {
+  const auto value = parse_duration(text, what);
+  if (value > bound) {
+    throw usage_error(fmt::format("invalid {} '{}': longer than {} ({}); give at most {}", what, text,
+                                  format_duration(bound), why, format_duration(bound)));
+  }
+  return value;
 }
 
 std::string format_duration(Millis d) {

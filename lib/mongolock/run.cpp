@@ -14,11 +14,13 @@
 #include <mongolock/supervisor.hpp>
 #include <mongolock/text.hpp>
 #include <mongolock/token.hpp>
+#include <mongolock/uri.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <map>
 #include <unistd.h>
 
@@ -342,6 +344,10 @@ private:
     const auto slots = join(l, [](const LockRecord& r) { return r.slot > 0 ? fmt::format("{}", r.slot) : ""; });
     env.emplace_back("MONGOLOCK_FENCE", m_options.take.fence ? fences : std::string());
     env.emplace_back("MONGOLOCK_SLOT", m_options.take.slots > 1 ? slots : std::string());
+    // A MONGOLOCK_URI holding a secret (a password: redact_uri() hides something) is removed unless
+    // --pass-uri: the job needs no password to run under the lock, and could print or pass it on.
+    const char* uri = std::getenv("MONGOLOCK_URI");
+    if (!m_options.pass_uri && uri != nullptr && redact_uri(uri) != uri) env.emplace_back("MONGOLOCK_URI", "");
     return env;
   }
 

@@ -134,6 +134,34 @@ bad_usage() {
   expect_exit 64 -- ml check --max-age 1h
 }
 
+# Issue 29: '|' starts the perfdata in the plugin format, so a '|' in a lock name or a host (stored text
+# any host may write) must never reach the line; '=' must never reach a label; "'" is doubled in one.
+hostile_names() {
+  local base name host line
+  base=$(lock_name check)
+  for name in "$base|x=1" "$base'|'q" "$base =|= y"; do
+    expect_exit 0 -- ml run "$name" -- true
+    plant "$name" "evil|host" failed 0 250
+    expect_exit 1 -- ml check "$name" --max-age 1h
+    assert_plugin_line WARNING
+    line=$(cat "$OUT")
+    # Exactly one '|': the separator of text and perfdata.
+    assert_eq "$(tr -cd '|' <<<"$line")" "|" "'|' in: $line"
+    assert_contains "$OUT" "on evil_host "
+    # Two labels, each quoted, without '=' inside, "'" doubled.
+    python3 - "$line" "$name" <<'PY' || fail "perfdata does not parse: $line"
+import re, sys
+line, name = sys.argv[1], sys.argv[2]
+perf = line.split("|", 1)[1].strip()
+want = name.replace("|", "_").replace("=", "_").replace("'", "''")
+labels = re.findall(r"'((?:[^']|'')*)'=([^ ]*)", perf)
+assert [l for l, _ in labels] == [want + "_age", want + "_duration"], labels
+assert all("=" not in l for l, _ in labels)
+assert re.fullmatch(r"(?:'(?:[^']|'')*'=[0-9.sU;]+ ?)+", perf), perf
+PY
+  done
+}
+
 run_case "a name that never ran: CRITICAL (2), perfdata U" never_ran_is_critical
 run_case "a recent success: OK (0) with its age and duration; skipped and not-due runs do not count" success_is_ok
 run_case "the newest executed run failed: WARNING (1), or what --failed / MONGOLOCK_FAILED / [check] say" failed_is_warning_or_as_told
@@ -141,4 +169,5 @@ run_case "a success on any host counts; one older than --max-age is CRITICAL" ot
 run_case "several names: the worst state wins, its clause first; --json" worst_of_several
 run_case "the server cannot be read: UNKNOWN (3), one line, password redacted" server_down_is_unknown
 run_case "bad usage: 64 with one line" bad_usage
+run_case "hostile names: no '|' in the text, no '=' in a label, quotes doubled (issue 29)" hostile_names
 finish

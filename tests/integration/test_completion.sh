@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shell completion: `mongolock completion bash|zsh|fish` prints scripts generated from the command-line
 # definition. bash's is exercised through its completion function (COMP_WORDS/COMP_CWORD → COMPREPLY),
-# fish's through `complete -C`; zsh's must parse (zsh -n). Lock names come from the server.
+# fish's through `complete -C`; zsh's must parse (zsh -n). Lock names come from the server. And as a person
+# uses them: each shell interactive in a pseudo-terminal (pty_complete.py), a line typed, TAB pressed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # complete_bash SCRIPT WORD...: the words bash would offer for the last WORD (one per line, sorted).
@@ -75,6 +76,77 @@ zsh_and_fish_scripts() {
   assert_eq "$(cat "$T/fish-ti")" "--timeout" "fish: mongolock run --ti<TAB>"
 }
 
+# pty_answers SHELL SCRIPT LINE...: each LINE typed and completed with TAB in SHELL, interactive in a
+# pseudo-terminal with SCRIPT loaded and $T/bin (the mongolock under test) first on PATH; the terminal's
+# answers in $T/pty.SHELL.
+pty_answers() {
+  local shell=$1 script=$2
+  shift 2
+  mkdir -p "$T/bin"
+  ln -sf "$MONGOLOCK_BIN" "$T/bin/mongolock"
+  (cd "$T" && PATH="$T/bin:$PATH" timeout 120 python3 "$ITEST_DIR/pty_complete.py" "$shell" "$script" "$@") \
+    >"$T/pty.$shell" 2>&1 || fail_with "$shell in a pseudo-terminal did not answer" terminal "$T/pty.$shell"
+}
+
+# answer SHELL LINE: what the terminal showed after LINE and TAB (the line itself included).
+answer() { awk -v l="=== $2" '$0 == l { f = 1; next } /^=== / { f = 0 } f' "$T/pty.$1"; }
+
+# assert_offers SHELL LINE WORD...: TAB after LINE showed every WORD.
+assert_offers() {
+  local shell=$1 line=$2 word
+  shift 2
+  answer "$shell" "$line" >"$T/answer"
+  for word in "$@"; do
+    grep -qF -- "$word" "$T/answer" ||
+      fail_with "$shell: '$line<TAB>' does not offer '$word'" answer "$T/answer" terminal "$T/pty.$shell"
+  done
+}
+
+assert_not_offers() {
+  local shell=$1 line=$2 word
+  shift 2
+  answer "$shell" "$line" >"$T/answer"
+  for word in "$@"; do
+    ! grep -qF -- "$word" "$T/answer" ||
+      fail_with "$shell: '$line<TAB>' offers '$word'" answer "$T/answer" terminal "$T/pty.$shell"
+  done
+}
+
+# Issue 29: on/off flags take no value (-q, -v, --fence), lock names after `-v status`, commands after
+# `run ... --`, and in bash a URI's colons: in bash (with bash-completion), zsh (compinit) and fish.
+in_a_terminal() {
+  local name prefix shell script
+  name=$(lock_name compl)
+  prefix=${name%-*}-
+  expect_exit 0 -- ml acquire "$name"
+  ml completion bash >"$T/mongolock.bash"
+  mkdir -p "$T/zsh"
+  ml completion zsh >"$T/zsh/_mongolock"
+  ml completion fish >"$T/mongolock.fish"
+  local uri=mongodb://127.0.0.1:1/
+  local lines=("mongolock -q " "mongolock -q st" "mongolock -v status $prefix" "mongolock -q release $prefix"
+    "mongolock -q run x -- ech" "mongolock run x --fence -- ech"
+    "mongolock --uri $uri status $prefix" "mongolock --uri $uri -q st" "mongolock run --on-lost ")
+  for shell in bash zsh fish; do
+    case $shell in
+    bash) script=$T/mongolock.bash ;;
+    zsh) script=$T/zsh/_mongolock ;;
+    fish) script=$T/mongolock.fish ;;
+    esac
+    pty_answers "$shell" "$script" "${lines[@]}"
+    assert_offers "$shell" "mongolock -q " acquire release status
+    assert_offers "$shell" "mongolock -q st" status
+    assert_offers "$shell" "mongolock -v status $prefix" "$name"
+    assert_not_offers "$shell" "mongolock -v status $prefix" acquire
+    assert_offers "$shell" "mongolock -q release $prefix" "$name"
+    assert_offers "$shell" "mongolock -q run x -- ech" echo
+    assert_offers "$shell" "mongolock run x --fence -- ech" echo
+    assert_offers "$shell" "mongolock --uri $uri status $prefix" "$name"
+    assert_offers "$shell" "mongolock --uri $uri -q st" status
+    assert_offers "$shell" "mongolock run --on-lost " term kill ignore
+  done
+}
+
 completion_needs_a_known_shell() {
   expect_exit 64 -- ml completion tcsh
   assert_error_line "mongolock: error: "
@@ -89,5 +161,6 @@ completion_needs_a_known_shell() {
 run_case "bash: commands, options, --on-lost values, files, run's command" bash_commands_and_options
 run_case "bash: lock names from the server for release/status; silent when it is down" bash_lock_names_from_server
 run_case "zsh and fish scripts parse; fish completes commands and options" zsh_and_fish_scripts
+run_case "bash, zsh and fish in a pseudo-terminal: flags take no value, names after -v status, run's command, URIs" in_a_terminal
 run_case "completion: a shell it does not know is a usage error; reads no config file" completion_needs_a_known_shell
 finish

@@ -190,10 +190,85 @@ bad_value_in_config() {
   name=$(lock_name)
   printf '[acquire]\nttl = "10"\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
-  assert_error_line "--ttl"
+  assert_error_line "$T/config:2: invalid ttl '10': missing unit"
   printf 'conflict-exit-code = 300\n' >"$T/config"
   expect_exit 64 -- mli --config "$T/config" acquire "$name"
   assert_free "$name"
+}
+
+# Issue 29: a value error names where the value came from: FILE:LINE for the config file (every kind of
+# value: a duration's unit, its format, a global duration, a count), the variable for the environment,
+# the option for the command line.
+value_errors_name_their_source() {
+  local name
+  name=$(lock_name)
+  printf '# acquire\n[acquire]\nttl = 30\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:3: invalid ttl '30': missing unit"
+  printf '[acquire]\nttl = "abc"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:2: invalid ttl 'abc': expected a number"
+  printf 'db = "x"\nconnect-timeout = "5"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:2: invalid connect-timeout '5': missing unit"
+  printf 'grace = "2x"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" acquire "$name"
+  assert_error_line "$T/config:1: invalid grace '2x': unknown unit 'x'"
+  printf '[run]\nhistory-keep = 0\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" run "$name" -- true
+  assert_error_line "$T/config:2: history-keep 0 is out of range"
+  printf '[run]\nkill-after = "1"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" run "$name" -- true
+  assert_error_line "$T/config:2: invalid kill-after '1': missing unit"
+  # The environment names the variable, also over a config file that sets the same option.
+  printf '[acquire]\nttl = "abc"\n' >"$T/config"
+  expect_exit 64 -- isolated env MONGOLOCK_TTL=30 "$MONGOLOCK_BIN" --config "$T/config" acquire "$name"
+  assert_error_line "invalid MONGOLOCK_TTL '30': missing unit"
+  expect_exit 64 -- isolated env MONGOLOCK_CONNECT_TIMEOUT=abc "$MONGOLOCK_BIN" acquire "$name"
+  assert_error_line "invalid MONGOLOCK_CONNECT_TIMEOUT 'abc'"
+  expect_exit 64 -- isolated env MONGOLOCK_HISTORY_KEEP=0 "$MONGOLOCK_BIN" run "$name" -- true
+  assert_error_line "MONGOLOCK_HISTORY_KEEP 0 is out of range"
+  # The command line names the option, over both.
+  expect_exit 64 -- isolated env MONGOLOCK_TTL=abc "$MONGOLOCK_BIN" --config "$T/config" acquire "$name" --ttl 30
+  assert_error_line "invalid --ttl '30': missing unit"
+  expect_exit 64 -- mli run "$name" --history-keep 0 -- true
+  assert_error_line "--history-keep 0 is out of range"
+  assert_free "$name"
+}
+
+# Issue 29: every boolean variable by one rule (CLI11's): MONGOLOCK_QUIET=false was quiet, and
+# MONGOLOCK_VERBOSE=no verbose; a value that is no boolean is refused, naming the variable.
+boolean_variables_one_rule() {
+  local name v
+  name=$(held_lock)
+  for v in 1 true TRUE yes on enable y t; do
+    expect_exit 75 -- isolated env MONGOLOCK_QUIET="$v" "$MONGOLOCK_BIN" acquire "$name"
+    assert_empty "$ERR"
+  done
+  for v in 0 false FALSE no off disable n f; do
+    expect_exit 75 -- isolated env MONGOLOCK_QUIET="$v" "$MONGOLOCK_BIN" acquire "$name"
+    assert_contains "$ERR" "held by $HOLDER"
+    expect_exit 75 -- isolated env MONGOLOCK_VERBOSE="$v" "$MONGOLOCK_BIN" acquire "$name"
+    assert_contains "$ERR" "held by $HOLDER"
+    assert_not_matches "$ERR" "^mongolock: \[ *[0-9.]+ms\] "
+    expect_exit 0 -- isolated env MONGOLOCK_JSON="$v" "$MONGOLOCK_BIN" status "$name"
+    assert_contains "$OUT" "holder: $HOLDER"
+  done
+  for v in yes on true 1; do
+    expect_exit 75 -- isolated env MONGOLOCK_VERBOSE="$v" "$MONGOLOCK_BIN" acquire "$name"
+    assert_matches "$ERR" "^mongolock: \[ *[0-9.]+ms\] "
+    expect_exit 0 -- isolated env MONGOLOCK_JSON="$v" "$MONGOLOCK_BIN" status "$name"
+    assert_contains "$OUT" "\"holder\": \"$HOLDER\""
+  done
+  # Anything else is refused (64), naming the variable, even when the command line decides.
+  for v in MONGOLOCK_QUIET MONGOLOCK_VERBOSE; do
+    expect_exit 64 -- isolated env "$v=maybe" "$MONGOLOCK_BIN" acquire "$name"
+    assert_error_line "$v='maybe' is not a boolean"
+    expect_exit 64 -- isolated env "$v=maybe" "$MONGOLOCK_BIN" -q acquire "$name"
+    assert_error_line "$v='maybe' is not a boolean"
+  done
+  expect_exit 64 -- isolated env MONGOLOCK_JSON=maybe "$MONGOLOCK_BIN" status "$name"
+  assert_error_line "MONGOLOCK_JSON"
 }
 
 unknown_key_refused() {
@@ -502,9 +577,9 @@ flags_from_environment() {
   assert_not_contains "$ERR" "command find sent to ${MONGOLOCK_COLLECTION}_events"
   assert_not_contains "$ERR" "command create sent"
   expect_exit 0 -- ml release "$name" --process "$HOST:4242"
-  # A value that is not a boolean: 64, naming the option.
+  # A value that is not a boolean: 64, naming the variable (issue 29: it named the option).
   MONGOLOCK_NO_HISTORY=maybe expect_exit 64 -- ml run "$name" -- true
-  assert_contains "$ERR" "--no-history"
+  assert_error_line "MONGOLOCK_NO_HISTORY='maybe' is not a boolean"
 }
 
 run_case "every flag has its MONGOLOCK_* variable (no-history, limit, since, json, names, no-push)" flags_from_environment
@@ -516,6 +591,8 @@ run_case "\$XDG_CONFIG_HOME/mongolock/config and ~/.config/mongolock/config are 
 run_case "per-command sections: [acquire] ttl = \"1h\", [run] ttl" per_command_section
 run_case "a section applies to its own command only ([acquire] ttl vs [run] ttl)" sections_stay_separate
 run_case "a bad value in the config file: 64" bad_value_in_config
+run_case "value errors name their source: FILE:LINE, MONGOLOCK_*, --option (issue 29)" value_errors_name_their_source
+run_case "boolean variables: one rule (CLI11's) for all, anything else refused naming the variable" boolean_variables_one_rule
 run_case "config errors name file, line and key (unknown key, misplaced key, section, twice, binary): 64" unknown_key_refused
 run_case "the config file: a regular file of at most 64 KiB; --help and --version read none" config_file_bounded
 run_case "--uri-file reads the URI (MONGOLOCK_URI_FILE too)" uri_file_works

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# renew: extends a lock taken with acquire to now + TTL (--ttl respected, default 10m), by the calling
+# renew: extends a lock taken with acquire to now + TTL (--ttl respected, default the lock's own), by the calling
 # shell, --token or --process, semaphore slots included; a wrong token or holder, an expired lock, a lock
 # never taken and a lock released within its minimum hold are refused with 65 and nothing changes.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -45,16 +45,28 @@ extends_expiry() {
   assert_free "$name"
 }
 
-default_ttl_is_10m() {
-  local name left
+# Issue 29: renew without --ttl keeps the lock's own TTL (it shortened a lock taken with --ttl 1h to 10m).
+default_ttl_is_the_locks_own() {
+  local name left token
   name=$(lock_name)
-  ml acquire "$name" --ttl 5s >/dev/null
+  ml acquire "$name" --ttl 1h >/dev/null
   expect_exit 0 -- ml renew "$name"
+  assert_empty "$ERR"
   left=$(expires_in_ms "$name")
-  ((left > 590000 && left <= 600000)) || fail "expires_in_ms after renew without --ttl: $left"
+  ((left > 3500000 && left <= 3600000)) || fail "expires_in_ms after renew without --ttl of a 1h lock: $left"
   read_doc "$name"
-  assert_eq "$(doc_field ttl_ms)" "600000" "stored ttl_ms"
-  # MONGOLOCK_TTL is --ttl's variable.
+  assert_eq "$(doc_field ttl_ms)" "3600000" "stored ttl_ms"
+  # A short one stays short, by token and on a semaphore slot too.
+  token=$(ml acquire "$name-s" --ttl 5s --slots 2 --process "$HOLDER")
+  expect_exit 0 -- ml renew "$name-s" --token "$token"
+  left=$(expires_in_ms "$name-s")
+  ((left > 0 && left <= 5000)) || fail "expires_in_ms after renew without --ttl of a 5s slot: $left"
+  # Taken without --ttl: acquire's default, 10m.
+  ml acquire "$name-d" >/dev/null
+  expect_exit 0 -- ml renew "$name-d"
+  read_doc "$name-d"
+  assert_eq "$(doc_field ttl_ms)" "600000" "stored ttl_ms (acquire's default)"
+  # MONGOLOCK_TTL is --ttl's variable: it sets the new TTL.
   expect_exit 0 -- env MONGOLOCK_TTL=2h "$MONGOLOCK_BIN" renew "$name"
   read_doc "$name"
   assert_eq "$(doc_field ttl_ms)" "7200000" "stored ttl_ms after MONGOLOCK_TTL=2h"
@@ -186,7 +198,7 @@ bad_arguments() {
 }
 
 run_case "renew extends expires_at; --ttl is respected" extends_expiry
-run_case "renew without --ttl: 10m (MONGOLOCK_TTL too)" default_ttl_is_10m
+run_case "renew without --ttl keeps the lock's own TTL (MONGOLOCK_TTL sets one)" default_ttl_is_the_locks_own
 run_case "renew --token" by_token
 run_case "renew --process" by_process
 run_case "renew with a wrong token or holder: 65, lock unchanged" wrong_token_refused

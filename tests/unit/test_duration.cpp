@@ -4,6 +4,7 @@
 #include <mongolock/error.hpp>
 
 #include <chrono>
+#include <climits>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -52,6 +53,32 @@ TEST_CASE("Fractional numbers are scaled by their unit") {
   CHECK(parse_duration("1.1s", "--ttl") == 1100ms);
   CHECK(parse_duration("0.001s", "--ttl") == 1ms);
   CHECK(parse_duration("1.5h", "--ttl") == 90min);
+}
+
+TEST_CASE("Under one millisecond is refused before rounding (issue 29: 0.5ms was taken as 1ms)") {
+  for (const auto* text : {"0.5ms", "0.9ms", "0.0005s", "0.99ms"}) {
+    const auto err = duration_error(text);
+    REQUIRE_MESSAGE(err, text);
+    CHECK(err->exit_code() == k_exit_usage);
+    CHECK(doctest::String(err->what()) == doctest::Contains("at least 1ms"));
+  }
+  CHECK(parse_duration("1ms", "--ttl") == 1ms);
+  CHECK(parse_duration("1.4ms", "--ttl") == 1ms);
+}
+
+TEST_CASE("A duration for the driver is bounded below its int32 milliseconds (issue 29: 25d aborted)") {
+  CHECK(k_max_driver_duration.count() < INT32_MAX);
+  CHECK(parse_duration_at_most("24d", "--connect-timeout", k_max_driver_duration, "the driver") == 24 * 24h);
+  for (const auto* text : {"24d1ms", "25d", "365d"}) {
+    try {
+      (void)parse_duration_at_most(text, "--connect-timeout", k_max_driver_duration, "the driver");
+      FAIL("accepted " << text);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == k_exit_usage);
+      CHECK(doctest::String(e.what()) == doctest::Contains("--connect-timeout"));
+      CHECK(doctest::String(e.what()) == doctest::Contains("at most 24d"));
+    }
+  }
 }
 
 TEST_CASE("The longest accepted duration is 365 days") {
