@@ -48,8 +48,8 @@ std::optional<bool> env_bool(const char* name) {
   if (value == nullptr || *value == '\0') return std::nullopt;
   bool result = false;
   if (!CLI::detail::lexical_cast(std::string(value), result)) {
-    throw usage_error(fmt::format("{}='{}' is not a boolean; write 1 or 0 (true/false, yes/no, on/off)", name,
-                                  printable(value)));
+    throw usage_error(
+        fmt::format("{}='{}' is not a boolean; write 1 or 0 (true/false, yes/no, on/off)", name, printable(value)));
   }
   return result;
 }
@@ -57,7 +57,7 @@ std::optional<bool> env_bool(const char* name) {
 // True when something is at `path` (of any type: read_bounded_file() refuses what is not a regular file,
 // rather than skipping it silently).
 bool path_exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return !path.empty() && stat(path.c_str(), &st) == 0;
 }
 
@@ -426,7 +426,9 @@ void define_acquire_release_renew(Cli& c) {
 
   c.renew_cmd = c.app.add_subcommand("renew", "Extend a lock taken with acquire to now + TTL");
   c.renew_cmd->add_option("NAME", c.renew.name, "Lock name")->required();
-  add_option(c.renew_cmd, "--ttl", c.renew_ttl, "New lease length from now (default: the lock's own, as acquire --ttl set it)")->type_name("DUR");
+  add_option(c.renew_cmd, "--ttl", c.renew_ttl,
+             "New lease length from now (default: the lock's own, as acquire --ttl set it)")
+      ->type_name("DUR");
   c.renew_cmd->add_option("--token", c.renew.token, "Renew the acquisition with this token");
   c.renew_cmd->add_option("--process", c.renew.process, "Renew the lock held by this holder (host:pid)");
 }
@@ -556,7 +558,8 @@ std::optional<int> parse(Cli& c, std::vector<std::string> args, bool has_command
   for (const auto* app : {static_cast<CLI::App*>(&c.app), subcommands.empty() ? nullptr : subcommands.front()}) {
     if (app == nullptr) continue;
     for (const auto* option : app->get_options()) {
-      if (option->get_expected_max() == 0 && !option->get_envname().empty()) (void)env_bool(option->get_envname().c_str());
+      if (option->get_expected_max() == 0 && !option->get_envname().empty())
+        (void)env_bool(option->get_envname().c_str());
     }
   }
   std::reverse(args.begin(), args.end()); // CLI11 takes the arguments in reverse order
@@ -592,8 +595,7 @@ std::optional<int> parse(Cli& c, std::vector<std::string> args, bool has_command
 // --connect-timeout, which the driver takes as int32 milliseconds: refused above k_max_driver_duration.
 Millis connect_timeout(const Cli& c) {
   return from_source(c.sources, &c.app, "--connect-timeout", [&](const std::string& what) {
-    return parse_duration_at_most(c.texts.connect_timeout, what, k_max_driver_duration,
-                                  "the MongoDB driver's limit");
+    return parse_duration_at_most(c.texts.connect_timeout, what, k_max_driver_duration, "the MongoDB driver's limit");
   });
 }
 
@@ -607,9 +609,8 @@ void settle_globals(Cli& c, VerbosityFlags flags, Log& log) {
   if (c.config_path) {
     file_uri = apply_config_file(c.app, *c.config_path, "--config file", file_timeout, c.sources.config_lines);
   } else if (env_set("MONGOLOCK_CONFIG")) {
-    file_uri =
-        apply_config_file(c.app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout,
-                          c.sources.config_lines);
+    file_uri = apply_config_file(c.app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout,
+                                 c.sources.config_lines);
   } else if (const auto path = default_config_file(); !path.empty()) {
     file_uri = apply_config_file(c.app, path, "config file", file_timeout, c.sources.config_lines);
   }

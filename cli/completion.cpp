@@ -131,49 +131,8 @@ std::string header(std::string_view comment, std::string_view shell) {
 
 // --- bash ----------------------------------------------------------------------------------------------
 
-std::string bash_script(const Model& model) {
-  std::vector<std::string> global_words;
-  std::vector<std::string> valued;     // every option that takes a value, in any command
-  std::vector<std::string> value_case; // case arms: an option's value
-  const auto note_option = [&](const OptionModel& option) {
-    if (!option.takes_value) return;
-    for (const auto& s : spellings(option)) {
-      if (std::find(valued.begin(), valued.end(), s) != valued.end()) continue;
-      valued.push_back(s);
-      if (!option.values.empty()) {
-        value_case.push_back(fmt::format("        {}) COMPREPLY=($(compgen -W {} -- \"$cur\")); return ;;", s,
-                                         sh_quote(join(option.values))));
-      } else if (option.is_path) {
-        value_case.push_back(fmt::format("        {}) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "
-                                         "\"$cur\")); __mongolock_colons; return ;;",
-                                         s));
-      } else {
-        value_case.push_back(fmt::format("        {}) return ;;", s));
-      }
-    }
-  };
-  for (const auto& option : model.global) {
-    note_option(option);
-    for (const auto& s : spellings(option))
-      global_words.push_back(s);
-  }
-  std::vector<std::string> command_names;
-  std::string command_case;
-  for (const auto& command : model.commands) {
-    command_names.push_back(command.name);
-    std::vector<std::string> words;
-    for (const auto& option : command.options) {
-      note_option(option);
-      for (const auto& s : spellings(option))
-        words.push_back(s);
-    }
-    command_case += fmt::format("        {}) opts={}; names={}; values={} ;;\n", command.name, sh_quote(join(words)),
-                                command.lock_names ? 1 : 0, sh_quote(join(command.positional_values)));
-  }
-
-  std::string out = header("#", "bash");
-  out +=
-      fmt::format(R"SH(
+// The bash completion function; bash_script() fills in the words of the definition.
+constexpr std::string_view k_bash_function = R"SH(
 _mongolock() {{
     local cur prev words cword cmd= w i npos=0 after=-1
     # Words as typed: with bash-completion, a ':' (in COMP_WORDBREAKS) does not split a word, so that
@@ -236,8 +195,51 @@ _mongolock() {{
     fi
 }}
 complete -F _mongolock mongolock
-)SH",
-                  fmt::arg("valued", join(valued)), fmt::arg("value_case", join(value_case, "\n")),
+)SH";
+
+std::string bash_script(const Model& model) {
+  std::vector<std::string> global_words;
+  std::vector<std::string> valued;     // every option that takes a value, in any command
+  std::vector<std::string> value_case; // case arms: an option's value
+  const auto note_option = [&](const OptionModel& option) {
+    if (!option.takes_value) return;
+    for (const auto& s : spellings(option)) {
+      if (std::find(valued.begin(), valued.end(), s) != valued.end()) continue;
+      valued.push_back(s);
+      if (!option.values.empty()) {
+        value_case.push_back(fmt::format("        {}) COMPREPLY=($(compgen -W {} -- \"$cur\")); return ;;", s,
+                                         sh_quote(join(option.values))));
+      } else if (option.is_path) {
+        value_case.push_back(fmt::format("        {}) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "
+                                         "\"$cur\")); __mongolock_colons; return ;;",
+                                         s));
+      } else {
+        value_case.push_back(fmt::format("        {}) return ;;", s));
+      }
+    }
+  };
+  for (const auto& option : model.global) {
+    note_option(option);
+    for (const auto& s : spellings(option))
+      global_words.push_back(s);
+  }
+  std::vector<std::string> command_names;
+  std::string command_case;
+  for (const auto& command : model.commands) {
+    command_names.push_back(command.name);
+    std::vector<std::string> words;
+    for (const auto& option : command.options) {
+      note_option(option);
+      for (const auto& s : spellings(option))
+        words.push_back(s);
+    }
+    command_case += fmt::format("        {}) opts={}; names={}; values={} ;;\n", command.name, sh_quote(join(words)),
+                                command.lock_names ? 1 : 0, sh_quote(join(command.positional_values)));
+  }
+
+  std::string out = header("#", "bash");
+  out +=
+      fmt::format(k_bash_function, fmt::arg("valued", join(valued)), fmt::arg("value_case", join(value_case, "\n")),
                   fmt::arg("global", sh_quote(join(global_words))), fmt::arg("commands", sh_quote(join(command_names))),
                   fmt::arg("command_case", command_case), fmt::arg("lock_names", k_lock_names_args));
   return out;

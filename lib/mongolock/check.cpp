@@ -71,8 +71,8 @@ std::string clause(const NameCheck& c, ServerTime now, const CheckPolicy& policy
   }
   if (c.last_run && c.last_run->outcome != outcome_name(Outcome::ok)) {
     return fmt::format("{} {} on {} {} ago (exit {}; last success: {})", name, plugin_text(c.last_run->outcome),
-                       plugin_text(c.last_run->host), format_duration(now - c.last_run->ended_at), c.last_run->exit_code,
-                       success);
+                       plugin_text(c.last_run->host), format_duration(now - c.last_run->ended_at),
+                       c.last_run->exit_code, success);
   }
   return fmt::format("{} succeeded on {}", name, success);
 }

@@ -119,7 +119,8 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
 // 0, or 65 when nothing was released.
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log);
 
-// mongolock renew: extends a live lock to now + ttl (default: the lock's own TTL). 0, or 65 when not the holder (or expired).
+// mongolock renew: extends a live lock to now + ttl (default: the lock's own TTL). 0, or 65 when not the holder (or
+// expired).
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log);
 
 // mongolock run: holds the locks while the command runs. The command's exit code; conflict_exit_code when

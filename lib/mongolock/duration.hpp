@@ -11,7 +11,8 @@ using Millis = std::chrono::milliseconds;
 
 // Parses a duration made of one or more <number><unit> parts, units ms, s, m, h, d (e.g. "1h30m",
 // "2.5s"). A bare number is refused (the unit is never guessed). Returns milliseconds, which must be
-// at least 1ms (before rounding: 0.5ms is refused) and at most 365 days. Throws Error (exit 64) naming `what` (e.g. "--ttl") on bad input.
+// at least 1ms (before rounding: 0.5ms is refused) and at most 365 days. Throws Error (exit 64) naming `what` (e.g.
+// "--ttl") on bad input.
 [[nodiscard]] Millis parse_duration(std::string_view text, std::string_view what);
 
 // The longest duration that mongolock hands to the MongoDB driver (--connect-timeout: connectTimeoutMS and

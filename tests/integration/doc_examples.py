@@ -11,7 +11,18 @@
 
     doc_examples.py block README TEXT
         Prints the first ```sh block of README that contains TEXT (to run it).
+
+    doc_examples.py facts MONGOLOCK README MANPAGE EXAMPLES_DIR STATUS_JSON HISTORY_JSON DOCTOR_TXT
+        What issue 29 found untrue, checked against the binary and its output (the files: what
+        `status --json`, `history --json` and `doctor` printed for a run with skipped attempts):
+        SYNOPSIS names every option each command's --help lists; the man page's status --json example
+        has the fields the binary prints (nested objects too); its history --json summary lists the
+        summary's fields; its doctor paragraph names doctor's lines in their order; one URI file path
+        (/etc/mongolock/uri) everywhere; one fencing rule (a stored fence <= the token is accepted);
+        the README's first crontab is one to paste (a URI file, -q, mongolock by its full path);
+        --help names $XDG_CONFIG_HOME and check's exit codes. One line per problem; exit 1 if any.
 """
+import json
 import re
 import subprocess
 import sys
@@ -97,9 +108,109 @@ def block(readme, needle):
     return 1
 
 
+def synopsis_problems(binary, man):
+    problems = []
+    synopsis = man.split(".SH SYNOPSIS", 1)[1].split(".SH ", 1)[0]
+    global_opts = long_options(help_of(binary))
+    for sub in SUBCOMMANDS:
+        for opt in sorted(long_options(help_of(binary, sub)) - global_opts - {"--help", "-h"}):
+            if not re.search(re.escape(opt) + r"(?![a-z-])", synopsis):
+                problems.append(f"SYNOPSIS lacks {opt} of {sub}")
+    return problems
+
+
+def man_json_example(man, command):
+    """The JSON object printed after `$ mongolock COMMAND ... --json` in the man page."""
+    m = re.search(r"\$ mongolock " + command + r" [^\n]*--json\n(\{.*?\n\})\n", man, re.S)
+    return json.loads(m.group(1)) if m else None
+
+
+def shape_problems(example, actual, where):
+    """Fields of `actual` missing from `example` and the other way round, recursively (first elements)."""
+    problems = []
+    if isinstance(actual, dict) and isinstance(example, dict):
+        for key in actual.keys() - example.keys():
+            problems.append(f"{where}: the example lacks '{key}', which the binary prints")
+        for key in example.keys() - actual.keys():
+            problems.append(f"{where}: the example has '{key}', which the binary does not print")
+        for key in actual.keys() & example.keys():
+            problems += shape_problems(example[key], actual[key], f"{where}.{key}")
+    elif isinstance(actual, list) and isinstance(example, list) and actual and example:
+        problems += shape_problems(example[0], actual[0], f"{where}[0]")
+    return problems
+
+
+def json_problems(man, status_json, history_json):
+    problems = []
+    example = man_json_example(man, "status")
+    if example is None:
+        problems.append("no status --json example in the man page")
+    else:
+        problems += shape_problems(example, json.load(open(status_json)), "man: status --json")
+    summary = json.load(open(history_json))["summary"]
+    text = re.sub(r"\s+", " ", man.split("history --json prints an object", 1)[1].split(".PP", 1)[0])
+    listed = re.search(r"the summary with (.*?) \(integers, null", text)
+    fields = set(re.findall(r"[a-z_]+", listed.group(1))) - {"and", "integers"} if listed else set()
+    for key in sorted(summary.keys() - fields):
+        problems.append(f"man: the history --json summary's field list lacks '{key}'")
+    return problems
+
+
+def doctor_problems(man, doctor_txt):
+    labels = [line.split(":", 1)[0] for line in open(doctor_txt).read().splitlines() if ":" in line]
+    text = re.sub(r"\s+", " ", man.split("\ndoctor\nCheck the set-up", 1)[1].split(".TP", 1)[0])
+    positions = [text.find(label) for label in labels]
+    if -1 in positions:
+        return [f"man: doctor does not name the line '{labels[positions.index(-1)]}'"]
+    if positions != sorted(positions):
+        return [f"man: doctor names its lines in another order than it prints them: {labels}"]
+    return []
+
+
+def crontab_problems(readme):
+    m = re.search(r"```crontab\n(.*?)```", readme, re.S)
+    first = m.group(1) if m else ""
+    problems = []
+    if not re.search(r"MONGOLOCK_URI_FILE=|--uri-file|--config", first):
+        problems.append("README: the first crontab gives no URI file (under cron it dials localhost)")
+    if not re.search(r"mongolock\s+(-[-a-zA-Z]+\s+)*-q\b", first):
+        problems.append("README: the first crontab has no -q (every host that skips mails)")
+    if re.search(r"(^|\s)mongolock\s", first, re.M):
+        problems.append("README: the first crontab calls mongolock without its path (cron's PATH is /usr/bin:/bin)")
+    return problems
+
+
+def facts(binary, readme_path, manpage, examples_dir, status_json, history_json, doctor_txt):
+    import glob
+    man = plain_man(open(manpage, encoding="utf-8").read())
+    readme = open(readme_path, encoding="utf-8").read()
+    problems = synopsis_problems(binary, man) + json_problems(man, status_json, history_json)
+    problems += doctor_problems(man, doctor_txt) + crontab_problems(readme)
+    texts = {readme_path: readme, manpage: man}
+    for path in glob.glob(examples_dir + "/*"):
+        texts[path] = open(path, encoding="utf-8").read()
+    for path, text in texts.items():
+        if "/etc/mongolock.uri" in text:
+            problems.append(f"{path}: the URI file is /etc/mongolock/uri, not /etc/mongolock.uri")
+        for m in re.finditer(r"fence\s*<\s*\$", text):
+            problems.append(f"{path}: '{m.group(0)}' refuses the holder's own token again; write 'fence <= $...'")
+        for m in re.finditer(r"\$fence\W+-le\W|-ge \"\$fence\"", text):
+            problems.append(f"{path}: '{m.group(0)}' refuses an equal token")
+    help_text = help_of(binary)
+    if "$XDG_CONFIG_HOME" not in help_text:
+        problems.append("--help: the --config search does not name $XDG_CONFIG_HOME")
+    if not re.search(r"0-3 check", help_text) or "128+N" not in help_text:
+        problems.append("--help: the exit codes lack check's 0-3 or 128+N")
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "options":
         return check_options(*sys.argv[2:])
+    if len(sys.argv) == 9 and sys.argv[1] == "facts":
+        return facts(*sys.argv[2:])
     if len(sys.argv) == 4 and sys.argv[1] == "block":
         return block(sys.argv[2], sys.argv[3])
     print(__doc__, file=sys.stderr)

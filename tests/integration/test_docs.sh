@@ -16,6 +16,44 @@ options_and_variables_exist() {
   assert_contains "$OUT" "MONGOLOCK_TTTL is neither"
 }
 
+# Issue 29: what the documents say about the binary's output and options is what the binary does
+# (doc_examples.py facts: SYNOPSIS, the status --json example, the history --json summary, doctor's
+# lines, one URI file path, one fencing rule, a crontab to paste, --help).
+docs_match_the_binary() {
+  local name
+  name=$(lock_name docs)
+  expect_exit 0 -- ml run "$name" -- true
+  expect_exit 0 -- ml acquire "$name" --fence --process "$HOST:4242"
+  expect_exit 75 -- ml run "$name" -- true # a skipped attempt, folded into the run above
+  expect_exit 0 -- ml status "$name" --json
+  cp "$OUT" "$T/status.json"
+  expect_exit 0 -- ml history "$name" --json
+  cp "$OUT" "$T/history.json"
+  expect_exit 0 -- ml doctor
+  cp "$OUT" "$T/doctor.txt"
+  local args=("$REPO_ROOT/packaging/examples" "$T/status.json" "$T/history.json" "$T/doctor.txt")
+  python3 "$DOCS_PY" facts "$MONGOLOCK_BIN" "$REPO_ROOT/README.md" "$REPO_ROOT/man/mongolock.1" "${args[@]}" \
+    >"$T/problems" || fail_with "the documents say what the binary does not do" problems "$T/problems"
+  # The checker can fail: each of issue 29's findings, put back, is reported.
+  sed 's/fence <= \$f/fence < $f/; s|^MONGOLOCK_URI_FILE=/etc/mongolock/uri|MONGOLOCK_URI_FILE=/etc/mongolock.uri|
+       s/^\[\\fB\\-\\-no\\-push\\fR\] //; s/"skips": {/"skipz": {/; s/not_due\\fR, \\fBreplaced\\fR/not_due\\fR/' \
+    "$REPO_ROOT/man/mongolock.1" >"$T/man.1"
+  sed '0,/\/usr\/bin\/mongolock -q run/s//mongolock run/' "$REPO_ROOT/README.md" >"$T/README.md"
+  expect_exit 1 -- python3 "$DOCS_PY" facts "$MONGOLOCK_BIN" "$T/README.md" "$T/man.1" "${args[@]}"
+  assert_contains "$OUT" "refuses the holder's own token again"
+  assert_contains "$OUT" "not /etc/mongolock.uri"
+  assert_contains "$OUT" "SYNOPSIS lacks --no-push of acquire"
+  assert_contains "$OUT" "the example lacks 'skips'"
+  assert_contains "$OUT" "field list lacks 'replaced'"
+  assert_contains "$OUT" "the first crontab has no -q"
+  assert_contains "$OUT" "without its path"
+  # doctor's lines in another order than the man page's.
+  sed '1{h;d};2{G}' "$T/doctor.txt" >"$T/doctor-swapped.txt"
+  args[3]=$T/doctor-swapped.txt
+  expect_exit 1 -- python3 "$DOCS_PY" facts "$MONGOLOCK_BIN" "$REPO_ROOT/README.md" "$REPO_ROOT/man/mongolock.1" "${args[@]}"
+  assert_contains "$OUT" "another order"
+}
+
 # The README's deploy script, run by dash with mongolock on PATH: it takes the lock, and SIGTERM (as
 # from systemd or a CI runner) still releases it; a second copy while the first runs exits 0 (75: someone
 # else deploys) without deploying; an unreachable server is a failure (1), not a skip.
@@ -45,5 +83,6 @@ readme_deploy_script() {
 }
 
 run_case "every option and MONGOLOCK_* variable in README and man page exists" options_and_variables_exist
+run_case "the documents match the binary: SYNOPSIS, JSON fields, doctor, URI file, fencing, crontab, --help" docs_match_the_binary
 run_case "the README's deploy script under dash: skip on 75, fail on 69, SIGTERM releases" readme_deploy_script
 finish

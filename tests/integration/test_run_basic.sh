@@ -43,6 +43,34 @@ child_environment() {
   assert_eq "${lines[4]}" "1" "number of MONGOLOCK_TOKEN variables"
 }
 
+# Issue 29: the job does not inherit a password: a MONGOLOCK_URI that holds one is removed from its
+# environment unless --pass-uri (MONGOLOCK_PASS_URI); one without a secret, and MONGOLOCK_URI_FILE, pass.
+# (The server is given with --uri, which wins over MONGOLOCK_URI, so that the variable can hold anything.)
+secret_uri_not_passed() {
+  local name secret=mongodb://cron:s3cret@db.example:27017/ plain=mongodb://db.example:27017/
+  name=$(lock_name)
+  local show='printf "uri=%s file=%s\n" "${MONGOLOCK_URI-unset}" "${MONGOLOCK_URI_FILE-unset}"'
+  expect_exit 0 -- env MONGOLOCK_URI="$secret" MONGOLOCK_URI_FILE= "$MONGOLOCK_BIN" --uri "$MONGOLOCK_URI" \
+    run "$name" -- sh -c "$show"
+  assert_eq "$(cat "$OUT")" "uri=unset file=" "the job's MONGOLOCK_URI with a password"
+  expect_exit 0 -- env MONGOLOCK_URI="mongodb://db.example/?tlsCertificateKeyFilePassword=pw" \
+    "$MONGOLOCK_BIN" --uri "$MONGOLOCK_URI" run "$name" -- sh -c "$show"
+  assert_contains "$OUT" "uri=unset"
+  expect_exit 0 -- env MONGOLOCK_URI="$secret" "$MONGOLOCK_BIN" --uri "$MONGOLOCK_URI" run "$name" --pass-uri -- \
+    sh -c "$show"
+  assert_contains "$OUT" "uri=$secret "
+  expect_exit 0 -- env MONGOLOCK_URI="$secret" MONGOLOCK_PASS_URI=yes "$MONGOLOCK_BIN" --uri "$MONGOLOCK_URI" \
+    run "$name" -- sh -c "$show"
+  assert_contains "$OUT" "uri=$secret "
+  expect_exit 0 -- env MONGOLOCK_URI="$plain" "$MONGOLOCK_BIN" --uri "$MONGOLOCK_URI" run "$name" -- sh -c "$show"
+  assert_contains "$OUT" "uri=$plain " "a URI without a secret"
+  expect_exit 0 -- env -u MONGOLOCK_URI MONGOLOCK_URI_FILE=/etc/mongolock/uri "$MONGOLOCK_BIN" --uri "$MONGOLOCK_URI" \
+    run "$name" -- sh -c "$show"
+  assert_eq "$(cat "$OUT")" "uri=unset file=/etc/mongolock/uri" "the URI file"
+  # The password never reached the output either.
+  assert_not_contains "$ERR" "s3cret"
+}
+
 # The child's MONGOLOCK_* values are those of the stored lock, and mongolock's pid is the holder.
 held_while_running() {
   local name
@@ -172,6 +200,7 @@ leftover_keeps_lock() {
 run_case "exit status passes through (0, 1, 7, 255)" exit_status_passes_through
 run_case "killed by signal N exits 128+N" signal_death_is_128_plus_n
 run_case "child gets MONGOLOCK_NAME/TOKEN/PROCESS (PROCESS = host:mongolock pid)" child_environment
+run_case "the job does not get a MONGOLOCK_URI that holds a password, unless --pass-uri (issue 29)" secret_uri_not_passed
 run_case "lock held while the command runs (status 0, acquire 75), free after" held_while_running
 run_case "the stored lock names the command, never its arguments" arguments_not_stored
 run_case "command not found: 127, lock not left behind" command_not_found

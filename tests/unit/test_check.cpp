@@ -63,8 +63,8 @@ TEST_CASE("check_line: the worst state wins, its clause first; perfdata with quo
 
 TEST_CASE("check_line: a '|' in a name or host never reaches the line; '=' never a label (issue 29)") {
   const CheckPolicy policy{.max_age = Millis(93'600'000)};
-  const auto hostile = check_name("a|b=c' d", {run("failed", Millis(1000), "h|x"), run("ok", Millis(2000), "w|1")},
-                                  k_now, policy);
+  const auto hostile =
+      check_name("a|b=c' d", {run("failed", Millis(1000), "h|x"), run("ok", Millis(2000), "w|1")}, k_now, policy);
   const auto line = check_line({hostile}, policy);
   CHECK(line == "MONGOLOCK WARNING - 'a_b=c' d' failed on h_x 1s ago (exit 1; last success: w_1 2s ago) | "
                 "'a_b_c'' d_age'=2.000s;;93600;0 'a_b_c'' d_duration'=1.500s;;;0");
