@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -534,6 +535,30 @@ void define_admin(Cli& c) {
       ->check(CLI::IsMember(completion_shells()));
 }
 
+// "MONGOLOCK_X='VALUE': " when CLI11's `message` is about an option whose value came from its variable
+// (CLI11 names only the option: "--slots: ..." for MONGOLOCK_SLOTS=abc), else "".
+std::string variable_of(const Cli& c, const std::string& message) {
+  std::vector<const CLI::App*> apps{&c.app};
+  for (const auto* sub : c.app.get_subcommands())
+    apps.push_back(sub);
+  for (const auto* app : apps) {
+    for (const auto* option : app->get_options()) {
+      const auto& env = option->get_envname();
+      if (env.empty() || !env_set(env) || on_command_line(c.sources.args, *option)) continue;
+      for (const auto& l : option->get_lnames()) {
+        const auto at = message.find("--" + l);
+        const auto end = at + l.size() + 2;
+        if (at == std::string::npos ||
+            (end < message.size() &&
+             (std::isalnum(static_cast<unsigned char>(message[end])) != 0 || message[end] == '-')))
+          continue;
+        return fmt::format("{}='{}': ", env, printable(std::getenv(env.c_str())));
+      }
+    }
+  }
+  return "";
+}
+
 // The arguments that no option or positional took, in the order given, as one message.
 std::string extras_message(const CLI::App& app) {
   std::vector<std::string> extras;
@@ -587,7 +612,7 @@ std::optional<int> parse(Cli& c, std::vector<std::string> args, bool has_command
                         "'run -- NAME -- CMD' runs 'NAME -- CMD' without a name; write mongolock run NAME -- CMD "
                         "(a lock name never starts with '-', so it never needs a '--' before it)");
     }
-    throw usage_error(fmt::format("{}; see 'mongolock --help'", e.what()));
+    throw usage_error(fmt::format("{}{}; see 'mongolock --help'", variable_of(c, e.what()), e.what()));
   }
   return std::nullopt;
 }
@@ -694,6 +719,13 @@ int dispatch(Cli& c, Log& log) {
   if (c.doctor_cmd->parsed()) return doctor_command(global, log);
   if (c.history_cmd->parsed()) {
     c.history.since = optional_duration(c.sources, c.history_cmd, c.history_since, "--since");
+    from_source(c.sources, c.history_cmd, "--limit", [&](const std::string& what) {
+      if (c.history.limit < 1 || c.history.limit > k_max_history_keep) {
+        throw usage_error(
+            fmt::format("{} {} is out of range; give 1 to {}", what, c.history.limit, k_max_history_keep));
+      }
+      return 0;
+    });
     return history_command(global, c.history, log);
   }
   if (c.check_cmd->parsed()) {

@@ -228,6 +228,17 @@ value_errors_name_their_source() {
   assert_error_line "invalid MONGOLOCK_CONNECT_TIMEOUT 'abc'"
   expect_exit 64 -- isolated env MONGOLOCK_HISTORY_KEEP=0 "$MONGOLOCK_BIN" run "$name" -- true
   assert_error_line "MONGOLOCK_HISTORY_KEEP 0 is out of range"
+  # Values CLI11 converts or checks itself: the variable too.
+  expect_exit 64 -- isolated env MONGOLOCK_SLOTS=abc "$MONGOLOCK_BIN" acquire "$name"
+  assert_error_line "MONGOLOCK_SLOTS='abc': "
+  expect_exit 64 -- isolated env MONGOLOCK_ON_LOST=bogus "$MONGOLOCK_BIN" run "$name" -- true
+  assert_error_line "MONGOLOCK_ON_LOST='bogus': "
+  expect_exit 64 -- isolated env MONGOLOCK_CONFLICT_EXIT_CODE=300 "$MONGOLOCK_BIN" acquire "$name"
+  assert_error_line "MONGOLOCK_CONFLICT_EXIT_CODE='300': "
+  expect_exit 64 -- isolated env MONGOLOCK_LIMIT=0 "$MONGOLOCK_BIN" history
+  assert_error_line "MONGOLOCK_LIMIT 0 is out of range"
+  expect_exit 64 -- isolated env MONGOLOCK_SLOTS=2 "$MONGOLOCK_BIN" acquire "$name" --slots abc
+  assert_not_contains "$ERR" "MONGOLOCK_SLOTS"
   # The command line names the option, over both.
   expect_exit 64 -- isolated env MONGOLOCK_TTL=abc "$MONGOLOCK_BIN" --config "$T/config" acquire "$name" --ttl 30
   assert_error_line "invalid --ttl '30': missing unit"

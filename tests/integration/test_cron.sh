@@ -371,7 +371,7 @@ bad_values() {
   expect_exit 64 -- ml run "$name" --once-per 1h --no-history -- true
   assert_error_line "--once-per reads the run history, which --no-history turns off"
   MONGOLOCK_ONCE_PER=nope expect_exit 64 -- ml run "$name" -- true
-  assert_error_line "invalid --once-per 'nope'"
+  assert_error_line "invalid MONGOLOCK_ONCE_PER 'nope'" # the variable, not the option (issue 29)
   assert_free "$name"
 }
 
