@@ -94,7 +94,7 @@ CgroupState cgroup_state(const std::string& dir) {
     if (errno != ENOENT || stat(dir.c_str(), &st) == 0 || errno != ENOENT) return CgroupState::unknown;
     const auto parent = dir.substr(0, dir.rfind('/'));
     return !parent.empty() && stat((parent + "/cgroup.events").c_str(), &st) == 0 ? CgroupState::empty
-                                                                                   : CgroupState::unknown;
+                                                                                  : CgroupState::unknown;
   }
   char text[256];
   const auto n = read_small(fd, text, sizeof text);

@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <csignal>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
@@ -147,7 +147,8 @@ std::optional<HolderEvidence> read_evidence(int fd) {
   if (!rest.empty()) {
     evidence.cgroup = std::string(rest.substr(0, rest.size() - 1));
     if (evidence.cgroup.find('\n') != std::string::npos || evidence.cgroup.front() != '/' ||
-        evidence.cgroup.find("/mongolock-job-") == std::string::npos || evidence.cgroup.find("..") != std::string::npos) {
+        evidence.cgroup.find("/mongolock-job-") == std::string::npos ||
+        evidence.cgroup.find("..") != std::string::npos) {
       return std::nullopt;
     }
   }
@@ -168,9 +169,12 @@ std::string job_still_runs(int fd, std::string& cgroup) {
            "would be invisible";
   }
   switch (cgroup_state(cgroup)) {
-  case CgroupState::empty: break;
-  case CgroupState::populated: return fmt::format("its job's cgroup {} still has processes", cgroup);
-  case CgroupState::unknown: return fmt::format("its job's cgroup {} cannot be read", cgroup);
+  case CgroupState::empty:
+    break;
+  case CgroupState::populated:
+    return fmt::format("its job's cgroup {} still has processes", cgroup);
+  case CgroupState::unknown:
+    return fmt::format("its job's cgroup {} cannot be read", cgroup);
   }
   if (kill(-evidence->pgid, 0) != 0) {
     if (errno == ESRCH) return {};
@@ -223,7 +227,8 @@ bool sweep_if_stale(const std::string& name) {
   long long start = 0;
   char tail[8] = {};
   if (std::sscanf(name.c_str(), "mongolock-run-%d-%lld.%5s", &pid, &start, tail) != 3 ||
-      std::string_view(tail) != "lock" || pid <= 0 || pid == getpid() || name != holder_file_path(pid, start).substr(9)) {
+      std::string_view(tail) != "lock" || pid <= 0 || pid == getpid() ||
+      name != holder_file_path(pid, start).substr(9)) {
     return false;
   }
   if (process_start(pid) == start || (!process_start(pid) && (kill(pid, 0) == 0 || errno == EPERM))) return false;
@@ -235,8 +240,8 @@ bool sweep_if_stale(const std::string& name) {
   if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0) {
     const auto evidence = read_evidence(fd);
     const bool cgroup = evidence && !evidence->cgroup.empty();
-    const bool old = std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) >
-                     k_evidence_kept;
+    const bool old =
+        std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) > k_evidence_kept;
     const bool no_job = st.st_size == 0;
     stale = (no_job || (old && (!cgroup || cgroup_state(evidence->cgroup) == CgroupState::empty))) &&
             unlink(path.c_str()) == 0;
@@ -310,8 +315,10 @@ HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here
   if (fd < 0) return no(fmt::format("its holder file {} is missing", path));
   std::string why;
   std::string cgroup;
-  if (flock(fd, LOCK_SH | LOCK_NB) != 0) why = "its holder file is locked (its mongolock or guardian still runs)";
-  else why = job_still_runs(fd, cgroup);
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0)
+    why = "its holder file is locked (its mongolock or guardian still runs)";
+  else
+    why = job_still_runs(fd, cgroup);
   if (why.empty()) {
     verdict.dead = true;
     if (remove_file) {

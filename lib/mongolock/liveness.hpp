@@ -42,8 +42,8 @@ struct ProcessIdentity {
 // Removes the stale holder files in /dev/shm (issue 26): those whose process is gone (not merely hidden by
 // hidepid), whose lock nobody holds, and which either never recorded a job (a run killed while it waited)
 // or was written more than 24 hours ago and whose job's cgroup, if any, is empty (removed too). Others are
-// the evidence an instant takeover reads (and removes itself): kept. Files of other users stay where /dev/shm's sticky bit
-// forbids it. Returns how many were removed; never throws. HolderFile's constructor calls it.
+// the evidence an instant takeover reads (and removes itself): kept. Files of other users stay where /dev/shm's sticky
+// bit forbids it. Returns how many were removed; never throws. HolderFile's constructor calls it.
 int sweep_holder_files();
 
 // The run's holder file: created (mode 0644) and locked with flock(LOCK_EX) by the constructor; the

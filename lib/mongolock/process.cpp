@@ -14,12 +14,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits>
-#include <memory>
 #include <linux/sched.h>
+#include <memory>
 #include <poll.h>
 #include <string>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -565,7 +566,7 @@ template <typename Exec>
   if (getppid() != setup.mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t guardian = getpid();
-  exit_if_too_late(start_by, exec_pipe);           // the lease ended before the job could start: never start it
+  exit_if_too_late(start_by, exec_pipe);                // the lease ended before the job could start: never start it
   record_job_group(setup.holder_fd, guardian, nullptr); // before the job exists: the group it starts in (ours)
   bool in_cgroup = false;
   const pid_t command = fork_command(setup.cgroup, in_cgroup);
@@ -715,11 +716,14 @@ private:
   bool m_no_new_privs;
 };
 
-// The job's own cgroup (cgroup.hpp), named after this process (pid and start: unique on this boot) and a
-// count of the commands it started.
+// The job's own cgroup (cgroup.hpp), named after this process (pid and start), a count of the commands it
+// started and a random number (processes of two PID namespaces may share pid and /proc).
 JobCgroup make_job_cgroup() {
   static int started = 0;
-  return JobCgroup::create(fmt::format("{}-{}-{}", getpid(), process_start(getpid()).value_or(0), ++started));
+  std::uint32_t nonce = 0;
+  if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce)) nonce = 0;
+  return JobCgroup::create(
+      fmt::format("{}-{}-{}-{:08x}", getpid(), process_start(getpid()).value_or(0), ++started, nonce));
 }
 
 } // namespace
@@ -935,8 +939,10 @@ int Child::kill_job_remains() {
     for (const pid_t child : children_of(getpid())) {
       if (is_other(child)) continue;
       left = true;
-      if (kill(child, SIGKILL) == 0) ++killed;
-      else if (errno == EPERM && !m_unkillable) m_unkillable = child;
+      if (kill(child, SIGKILL) == 0)
+        ++killed;
+      else if (errno == EPERM && !m_unkillable)
+        m_unkillable = child;
     }
     if (!left) return killed;
     // Reaps the job's processes only: the members of its group and the children listed above.
