@@ -93,8 +93,8 @@ CgroupState cgroup_state(const std::string& dir) {
     // only where its parent is a cgroup2 group here (in another mount namespace the path means nothing).
     if (errno != ENOENT || stat(dir.c_str(), &st) == 0 || errno != ENOENT) return CgroupState::unknown;
     const auto parent = dir.substr(0, dir.rfind('/'));
-    return !parent.empty() && stat((parent + "/cgroup.events").c_str(), &st) == 0 ? CgroupState::empty
-                                                                                  : CgroupState::unknown;
+    return !parent.empty() && stat((parent + "/cgroup.procs").c_str(), &st) == 0 ? CgroupState::empty
+                                                                                 : CgroupState::unknown;
   }
   char text[256];
   const auto n = read_small(fd, text, sizeof text);
