@@ -924,6 +924,10 @@ void Child::reap_strays() {
 int Child::kill_job_remains() {
   int killed = 0;
   useconds_t pause = 2000;
+  // mongolock's children are the job's only by elimination (not its children before the spawn): where a
+  // cgroup holds the job, or as PID 1 (orphans of an nsenter session come to it), they are not scanned.
+  const bool scan = !(m_cgroup && m_cgroup->valid()) && getpid() != 1;
+  const auto job_children = [&] { return scan ? children_of(getpid()) : std::vector<pid_t>(); };
   for (;;) {
     bool left = false;
     if (m_cgroup && m_cgroup->valid() && m_cgroup->state() != CgroupState::empty) {
@@ -936,7 +940,7 @@ int Child::kill_job_remains() {
     } else if (errno == EPERM) {
       left = true; // members run as another user: waited for (warn_unkillable() says so)
     }
-    for (const pid_t child : children_of(getpid())) {
+    for (const pid_t child : job_children()) {
       if (is_other(child)) continue;
       left = true;
       if (kill(child, SIGKILL) == 0)
@@ -950,7 +954,7 @@ int Child::kill_job_remains() {
     bool reaped = false;
     while (waitpid(-m_pid, &status, WNOHANG) > 0)
       reaped = true;
-    for (const pid_t child : children_of(getpid())) {
+    for (const pid_t child : job_children()) {
       if (!is_other(child) && waitpid(child, &status, WNOHANG) > 0) reaped = true;
     }
     if (getpid() == 1) reap_strays();

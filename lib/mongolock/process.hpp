@@ -194,9 +194,10 @@ private:
   void read_reports();
   void take_back_terminal() const;
   // After the guardian was reaped: SIGKILLs what is left of the job (a guardian killed from outside left
-  // it to mongolock, a subreaper) round after round until nothing is: its cgroup, its process group, and
-  // mongolock's children that were not its children before spawn() (m_others; /proc only when it is
-  // ours); reaps those only. Returns the number of kills sent (0: nothing was left).
+  // it to mongolock, a subreaper) round after round until nothing is: its cgroup, its process group, and,
+  // without a cgroup and unless mongolock is PID 1, mongolock's children that were not its children before
+  // spawn() (m_others; /proc only when it is ours); reaps those only. Returns the number of kills sent
+  // (0: nothing was left).
   int kill_job_remains();
   // As PID 1 (a container's entrypoint): reaps every exited child but the guardian, as an init must.
   void reap_strays();
