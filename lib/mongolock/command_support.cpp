@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <memory>
 
 namespace mongolock {
 
@@ -23,7 +24,7 @@ void validate_take(const TakeOptions& take) {
 }
 
 AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take, std::string name, std::string process,
-                            Millis ttl) {
+                            Millis ttl, const Log* log) {
   AcquireRequest request;
   request.name = std::move(name);
   request.process = std::move(process);
@@ -34,8 +35,14 @@ AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take
   request.slots = take.slots;
   request.fence = take.fence;
   // A lock whose holder provably died on this host is taken over at once (liveness.hpp; issue #17).
-  request.holder_dead = [self = own_process_identity(), host = host_name()](const LockRecord& lock, bool taking_over) {
-    return holder_provably_dead(lock, self, host, taking_over);
+  request.holder_dead = [self = own_process_identity(), host = host_name(), log,
+                         said = std::make_shared<std::string>()](const LockRecord& lock, bool taking_over) {
+    auto verdict = holder_verdict(lock, self, host, taking_over);
+    if (log != nullptr && !verdict.why_not.empty() && verdict.why_not != *said) {
+      log->debug(verdict.why_not);
+      *said = std::move(verdict.why_not);
+    }
+    return verdict.dead;
   };
   return request;
 }

@@ -18,9 +18,10 @@ inline constexpr int k_max_slots = 1000; // --slots: at most this many holders p
 void validate_take(const TakeOptions& take);
 
 // The request for one name of acquire or run: the take options, the takeover grace, and the instant
-// takeover of a holder that provably died on this host (liveness.hpp).
+// takeover of a holder that provably died on this host (liveness.hpp). With `log`, -v says once per reason
+// why a holder on this host is not taken over at once (holder_verdict()'s why_not).
 [[nodiscard]] AcquireRequest make_request(const GlobalOptions& global, const TakeOptions& take, std::string name,
-                                          std::string process, Millis ttl);
+                                          std::string process, Millis ttl, const Log* log = nullptr);
 
 // Reports who holds the lock that was not acquired (one line: the holder, or every slot's); `held_by`
 // (when given) gets the first holder's host:pid, `held_lock` (when given) the _id of its lock document.

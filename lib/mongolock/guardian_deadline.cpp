@@ -14,8 +14,8 @@ GuardianDeadline::Action GuardianDeadline::check(std::int64_t now) {
   return action;
 }
 
-void GuardianDeadline::extend(std::int64_t at) {
-  if (m_state == State::armed) m_deadline = at;
+void GuardianDeadline::extend(std::int64_t at, std::int64_t sent) {
+  if (m_state == State::armed && sent < m_deadline) m_deadline = at;
 }
 
 GuardianDeadline::Action GuardianDeadline::stop(std::int64_t now, std::int64_t kill_by) {

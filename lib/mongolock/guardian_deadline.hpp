@@ -37,13 +37,17 @@ public:
   // `deadline`: CLOCK_BOOTTIME ns (k_never: not armed); `grace_ns`: SIGTERM to SIGKILL after it.
   GuardianDeadline(std::int64_t deadline, std::int64_t grace_ns) : m_deadline(deadline), m_grace(grace_ns) {}
 
-  // At `now` (checked first on every wake-up, before any message is read, so that a resumed guardian
-  // never acts on a late extension).
+  // At `now` (on every wake-up, after the messages already queued were read: extend() tells a late
+  // extension from one that was only read late).
   [[nodiscard]] Action check(std::int64_t now);
 
-  // A deadline message from mongolock (a renewal succeeded): moves the deadline to `at`; ignored once
+  // A deadline message from mongolock (a renewal succeeded), sent at `sent`: moves the deadline to `at`
+  // when it was sent before the current deadline (the renewal was confirmed in time, however late the
+  // guardian reads it: stopped with the job's group, starved); ignored when sent at or after it, and once
   // stopping (a lease the guardian gave up on is not taken back).
-  void extend(std::int64_t at);
+  void extend(std::int64_t at, std::int64_t sent);
+  // An extension whose send time is not known (the simulator, which checks the deadline first): as read.
+  void extend(std::int64_t at) { extend(at, std::numeric_limits<std::int64_t>::min()); }
 
   // A stop message (mongolock lost the lease, or --timeout): stop now, SIGKILL at `kill_by` at the
   // latest (a stop while already stopping only brings the SIGKILL forward).

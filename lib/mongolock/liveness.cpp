@@ -1,16 +1,23 @@
+#include <mongolock/cgroup.hpp>
 #include <mongolock/liveness.hpp>
+#include <mongolock/process.hpp>
 
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace mongolock {
 
@@ -48,40 +55,134 @@ std::optional<StatFields> stat_fields(std::string_view pid) {
   return out;
 }
 
-// Whether any process of group `pgid` is other than a zombie (or unreadable: counted as running).
-bool group_has_running_member(pid_t pgid) {
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return true;
-  bool running = false;
-  while (const dirent* entry = readdir(proc)) {
-    const std::string_view pid = entry->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string_view::npos) continue;
-    const auto fields = stat_fields(pid);
+// Whether /proc is mounted with hidepid (other than 0/off; systemd's ProtectProc=invisible is hidepid=2 or
+// "invisible"): processes of other users may then be missing from it.
+bool proc_hides_pids() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mount_point;
+    if (!(fields >> id >> parent >> dev >> root >> mount_point) || mount_point != "/proc") continue;
+    const auto at = line.find("hidepid=");
+    if (at == std::string::npos) continue;
+    const auto value = line.substr(at + 8, line.find_first_of(", ", at) - at - 8);
+    if (value != "0" && value != "off") return true;
+  }
+  return false;
+}
+
+// Why process `pid` (a member of a group that kill() found, a zombie to /proc/PID/stat) may still run:
+// a thread of it that is not a zombie (a leader whose main thread called pthread_exit() while others run
+// on shows as Z, issue 26), or a task list it cannot read. Empty when every thread is a zombie (or gone).
+std::string zombie_still_runs(std::string_view pid) {
+  DIR* tasks = opendir(fmt::format("/proc/{}/task", pid).c_str());
+  if (tasks == nullptr) {
+    return errno == ENOENT ? std::string() : fmt::format("the threads of pid {} cannot be read", pid);
+  }
+  std::string why;
+  while (const dirent* entry = readdir(tasks)) {
+    const std::string_view tid = entry->d_name;
+    if (tid.empty() || tid.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    auto fields = stat_fields_after_comm(fmt::format("{}/task/{}", pid, tid));
+    char state = '?';
     if (!fields) continue; // gone meanwhile
-    if (fields->pgrp == pgid && fields->state != 'Z' && fields->state != 'X') {
-      running = true;
+    if (!(*fields >> state) || (state != 'Z' && state != 'X')) {
+      why = fmt::format("pid {} is a zombie whose thread {} runs on", pid, tid);
       break;
     }
   }
-  closedir(proc);
-  return running;
+  closedir(tasks);
+  return why;
 }
 
-// Whether the job's process group recorded in the holder file `fd` (the guardian's pid, in decimal, then a
-// newline: process.cpp record_job_group()) has no member left. An empty file: the guardian never forked a
-// job. Anything unreadable, malformed, or a group that exists (or that we may not signal): false.
-bool job_group_gone(int fd) {
-  char text[32] = {};
+// Why group `pgid`, which kill() says has members, may still run something: a member that is not a
+// zombie, a zombie with a live thread, or members it cannot see all of (hidepid, an unreadable entry).
+// Empty when every member is a zombie with no thread left (an init that does not reap, as in some
+// containers). Only from this namespace's /proc (the caller checked).
+std::string group_still_runs(pid_t pgid) {
+  if (proc_hides_pids()) return "/proc is mounted with hidepid: members of other users are not listed";
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return "/proc cannot be read";
+  std::string why;
+  while (const dirent* entry = readdir(proc)) {
+    const std::string_view pid = entry->d_name;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    const int fd = open(fmt::format("/proc/{}/stat", pid).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT || errno == ESRCH) continue; // gone meanwhile
+      why = fmt::format("/proc/{}/stat cannot be read", pid);
+      break;
+    }
+    close(fd);
+    const auto fields = stat_fields(pid);
+    if (!fields || fields->pgrp != pgid) continue;
+    if (fields->state != 'Z' && fields->state != 'X') {
+      why = fmt::format("pid {} runs", pid);
+      break;
+    }
+    if (why = zombie_still_runs(pid); !why.empty()) break;
+  }
+  closedir(proc);
+  return why;
+}
+
+// What the holder file says (process.cpp record_job_group()): the job's process group and, when the job
+// ran in its own cgroup, that group's directory.
+struct HolderEvidence {
+  pid_t pgid = 0; // 0: the guardian never forked a job (an empty file)
+  std::string cgroup;
+};
+std::optional<HolderEvidence> read_evidence(int fd) {
+  char text[4200] = {};
   const auto n = pread(fd, text, sizeof text - 1, 0);
-  if (n == 0) return true;
-  if (n < 2 || text[n - 1] != '\n') return false;
-  pid_t pgid = 0;
-  const auto [end, ec] = std::from_chars(text, text + n - 1, pgid);
-  if (ec != std::errc() || end != text + n - 1 || pgid <= 1) return false;
-  if (kill(-pgid, 0) != 0 && errno == ESRCH) return true;
-  // Members left, or not ours to signal: a group of zombies only (an init that does not reap, as in some
-  // containers) runs nothing, so look at each member's state.
-  return !group_has_running_member(pgid);
+  if (n == 0) return HolderEvidence{};
+  if (n < 2 || text[n - 1] != '\n') return std::nullopt;
+  const std::string_view all(text, static_cast<std::size_t>(n));
+  const auto eol = all.find('\n');
+  HolderEvidence evidence;
+  const auto [end, ec] = std::from_chars(all.data(), all.data() + eol, evidence.pgid);
+  if (ec != std::errc() || end != all.data() + eol || evidence.pgid <= 1) return std::nullopt;
+  const auto rest = all.substr(eol + 1);
+  if (!rest.empty()) {
+    evidence.cgroup = std::string(rest.substr(0, rest.size() - 1));
+    if (evidence.cgroup.find('\n') != std::string::npos || evidence.cgroup.front() != '/' ||
+        evidence.cgroup.find("/mongolock-job-") == std::string::npos ||
+        evidence.cgroup.find("..") != std::string::npos) {
+      return std::nullopt;
+    }
+  }
+  return evidence;
+}
+
+// Why something of the job recorded in the holder file `fd` may still run; empty when nothing does, by
+// proof: its cgroup is empty (or removed), and its process group has no member left (or only zombies with
+// no live thread, seen in this namespace's /proc without hidepid). Without a cgroup there is no proof: a
+// part of the job that left the group (setsid) is invisible to both checks (issue 26).
+std::string job_still_runs(int fd, std::string& cgroup) {
+  const auto evidence = read_evidence(fd);
+  if (!evidence) return "its holder file is malformed";
+  if (evidence->pgid == 0) return {}; // no job was ever started
+  cgroup = evidence->cgroup;
+  if (cgroup.empty()) {
+    return "its job ran without a cgroup of its own, so a part of it that left its process group (setsid) "
+           "would be invisible";
+  }
+  switch (cgroup_state(cgroup)) {
+  case CgroupState::empty:
+    break;
+  case CgroupState::populated:
+    return fmt::format("its job's cgroup {} still has processes", cgroup);
+  case CgroupState::unknown:
+    return fmt::format("its job's cgroup {} cannot be read", cgroup);
+  }
+  if (kill(-evidence->pgid, 0) != 0) {
+    if (errno == ESRCH) return {};
+    return fmt::format("its job's process group {} has members this user may not signal ({})", evidence->pgid,
+                       std::strerror(errno));
+  }
+  const auto why = group_still_runs(evidence->pgid);
+  return why.empty() ? why : fmt::format("its job's process group {} has members: {}", evidence->pgid, why);
 }
 
 } // namespace
@@ -113,8 +214,62 @@ std::string holder_file_path(pid_t pid, std::int64_t start) {
   return fmt::format("/dev/shm/mongolock-run-{}-{}.lock", pid, start);
 }
 
+namespace {
+
+// Whether holder file `name` (mongolock-run-PID-START.lock in /dev/shm) is stale: its process is gone (not
+// merely hidden), nobody holds its lock, and no job was ever started (a run killed while it waited), or the
+// file is older than k_evidence_kept and its job's cgroup, if any, is empty (then removed too). Other files
+// are what an instant takeover reads (and removes): kept.
+constexpr auto k_evidence_kept = std::chrono::hours(24);
+
+bool sweep_if_stale(const std::string& name) {
+  pid_t pid = 0;
+  long long start = 0;
+  char tail[8] = {};
+  if (std::sscanf(name.c_str(), "mongolock-run-%d-%lld.%5s", &pid, &start, tail) != 3 ||
+      std::string_view(tail) != "lock" || pid <= 0 || pid == getpid() ||
+      name != holder_file_path(pid, start).substr(9)) {
+    return false;
+  }
+  if (process_start(pid) == start || (!process_start(pid) && (kill(pid, 0) == 0 || errno == EPERM))) return false;
+  const auto path = "/dev/shm/" + name;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  bool stale = false;
+  struct stat st {};
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0) {
+    const auto evidence = read_evidence(fd);
+    const bool cgroup = evidence && !evidence->cgroup.empty();
+    const bool old =
+        std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) > k_evidence_kept;
+    const bool no_job = st.st_size == 0;
+    stale = (no_job || (old && (!cgroup || cgroup_state(evidence->cgroup) == CgroupState::empty))) &&
+            unlink(path.c_str()) == 0;
+    if (stale && cgroup) remove_cgroup_tree(evidence->cgroup);
+  }
+  close(fd);
+  return stale;
+}
+
+} // namespace
+
+int sweep_holder_files() {
+  DIR* shm = opendir("/dev/shm");
+  if (shm == nullptr) return 0;
+  std::vector<std::string> names;
+  while (const dirent* entry = readdir(shm)) {
+    if (std::string_view(entry->d_name).rfind("mongolock-run-", 0) == 0) names.emplace_back(entry->d_name);
+  }
+  closedir(shm);
+  int swept = 0;
+  for (const auto& name : names)
+    swept += sweep_if_stale(name) ? 1 : 0;
+  return swept;
+}
+
 HolderFile::HolderFile(const ProcessIdentity& self) {
   if (!self.complete()) return;
+  sweep_holder_files();
   m_path = holder_file_path(getpid(), self.pid_start);
   const int fd = open(m_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return;
@@ -131,25 +286,53 @@ HolderFile::~HolderFile() {
   close(m_fd);
 }
 
-bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
-                          bool remove_file) {
-  if (!lock.pid_start || !here.complete() || lock.host != host || lock.boot_id != here.boot_id ||
-      lock.pid_ns != here.pid_ns) {
-    return false;
-  }
+HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
+                             bool remove_file) {
+  HolderVerdict verdict;
+  if (!lock.pid_start || lock.host != host) return verdict;
   const auto colon = lock.process.rfind(':');
   pid_t pid = 0;
   const auto digits = std::string_view(lock.process).substr(colon == std::string::npos ? 0 : colon + 1);
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
-  if (colon == std::string::npos || ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) return false;
-  if (process_start(pid) == *lock.pid_start) return false; // still running
+  if (colon == std::string::npos || ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) {
+    return verdict;
+  }
+  const auto no = [&](std::string why) {
+    verdict.why_not = fmt::format("not taking lock '{}' over at once: {}; waiting for its lease as another host would",
+                                  lock.program, why);
+    return verdict;
+  };
+  if (!here.complete()) return no("this process's boot id, PID namespace or start cannot be read");
+  if (lock.boot_id != here.boot_id || lock.pid_ns != here.pid_ns) return verdict; // another machine or container
+  if (!proc_is_own()) return no("/proc is not this PID namespace's (/proc/self is not this process)");
+  const auto start = process_start(pid);
+  if (start == *lock.pid_start) return verdict; // still running
+  if (!start && (kill(pid, 0) == 0 || errno == EPERM)) {
+    return no(fmt::format("pid {} exists but /proc does not show it (hidepid?)", pid));
+  }
   const auto path = holder_file_path(pid, *lock.pid_start);
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false; // no file: nothing proves that its guardian is gone
-  const bool free = flock(fd, LOCK_SH | LOCK_NB) == 0 && job_group_gone(fd);
-  if (free && remove_file) unlink(path.c_str());
+  if (fd < 0) return no(fmt::format("its holder file {} is missing", path));
+  std::string why;
+  std::string cgroup;
+  if (flock(fd, LOCK_SH | LOCK_NB) != 0)
+    why = "its holder file is locked (its mongolock or guardian still runs)";
+  else
+    why = job_still_runs(fd, cgroup);
+  if (why.empty()) {
+    verdict.dead = true;
+    if (remove_file) {
+      unlink(path.c_str());
+      if (!cgroup.empty()) remove_cgroup_tree(cgroup);
+    }
+  }
   close(fd);
-  return free;
+  return why.empty() ? verdict : no(fmt::format("{} ({})", lock.process, why));
+}
+
+bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
+                          bool remove_file) {
+  return holder_verdict(lock, here, host, remove_file).dead;
 }
 
 } // namespace mongolock

@@ -3,8 +3,9 @@
 // also keeps an flock(2) on a holder file for as long as mongolock or its guardian lives. A holder on
 // this host, this boot and this PID namespace whose process is gone (or whose pid now belongs to a
 // process started later) and whose holder file is no longer locked has stopped for good: mongolock and
-// its guardian are gone, and the guardian kills the job before it exits; the job's process group, which
-// the guardian records in the holder file, must be empty too (both may have been killed at once).
+// its guardian are gone, and the guardian kills the job before it exits. Both may have been killed at
+// once, so the job itself must be proven gone too: its cgroup (recorded in the holder file) empty and its
+// process group without a running member. Without a cgroup that cannot be proven (issue 26).
 #pragma once
 
 #include <mongolock/lock_store.hpp>
@@ -38,6 +39,13 @@ struct ProcessIdentity {
 // /dev/shm/mongolock-run-PID-START.lock.
 [[nodiscard]] std::string holder_file_path(pid_t pid, std::int64_t start);
 
+// Removes the stale holder files in /dev/shm (issue 26): those whose process is gone (not merely hidden by
+// hidepid), whose lock nobody holds, and which either never recorded a job (a run killed while it waited)
+// or was written more than 24 hours ago and whose job's cgroup, if any, is empty (removed too). Others are
+// the evidence an instant takeover reads (and removes itself): kept. Files of other users stay where /dev/shm's sticky
+// bit forbids it. Returns how many were removed; never throws. HolderFile's constructor calls it.
+int sweep_holder_files();
+
 // The run's holder file: created (mode 0644) and locked with flock(LOCK_EX) by the constructor; the
 // descriptor is close-on-exec, so the guardian (a fork) holds the lock too but the job does not.
 // Unlinked and closed on destruction. When the file cannot be made or locked, holds nothing (locked()
@@ -58,14 +66,27 @@ private:
   std::string m_path;
 };
 
-// True only when `lock` was taken by a run (pid_start recorded) on host `host` in the boot and PID
-// namespace of `here`, its pid runs no process started at pid_start any more, its holder file exists and
-// is not locked (nobody holds it: mongolock and its guardian are gone), and the job's process group
-// recorded in the file has no member left (kill(-pgid, 0) fails with ESRCH: when mongolock and its
-// guardian were both killed with SIGKILL, the job's own children may live on). Anything else (another
-// host, a lock taken by `acquire`, a missing or locked file, a group with members or that cannot be
-// checked, unreadable /proc) is false. With `remove_file` (the caller takes the lock over now), removes the
-// stale holder file when true (best effort).
+// Whether the holder of `lock` provably ended on this host, for an instant takeover (issue 26: act on
+// proof, not inference). True only when `lock` was taken by a run (pid_start recorded) on host `host` in the
+// boot and PID namespace of `here`, /proc is this namespace's (proc_is_own()), its pid runs no process
+// started at pid_start any more (and is not merely hidden from /proc), its holder file exists and is not
+// locked (mongolock and its guardian are gone), and nothing of its job runs, by proof: the job ran in its
+// own cgroup (recorded in the holder file, cgroup.hpp) and that group is empty or removed, and the job's
+// process group has no member left (kill(-pgid, 0) fails with ESRCH; EPERM is a member), or only zombies
+// whose every thread is a zombie too (a leader that called pthread_exit() runs on in its other threads),
+// seen in a /proc without hidepid. Anything else is false; `why_not` then says why in one line for -v
+// ("not taking lock 'x' over at once: ...; waiting for its lease as another host would"), empty where the
+// question does not arise (another host or container, a lock taken by `acquire`, a holder that runs).
+// With `remove_file` (the caller takes the lock over now), removes the stale holder file and the job's
+// empty cgroup when true (best effort).
+struct HolderVerdict {
+  bool dead = false;
+  std::string why_not;
+};
+[[nodiscard]] HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
+                                           bool remove_file = true);
+
+// holder_verdict(...).dead.
 [[nodiscard]] bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
                                         bool remove_file = true);
 

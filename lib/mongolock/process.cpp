@@ -1,5 +1,7 @@
+#include <mongolock/cgroup.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/guardian_deadline.hpp>
+#include <mongolock/liveness.hpp>
 #include <mongolock/process.hpp>
 
 #include <fmt/format.h>
@@ -12,13 +14,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits>
+#include <linux/sched.h>
+#include <memory>
 #include <poll.h>
 #include <string>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -154,12 +160,28 @@ bool is_stopped(pid_t pid) {
   return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
 }
 
+} // namespace
+
+bool proc_is_own() {
+  char link[32];
+  const auto n = readlink("/proc/self", link, sizeof link - 1);
+  if (n <= 0) return false;
+  link[n] = '\0';
+  char* end = nullptr;
+  const long pid = std::strtol(link, &end, 10);
+  return end != link && *end == '\0' && pid == getpid();
+}
+
+namespace {
+
 // The children of `parent`, from /proc/*/stat, zombies included: a thread-group leader whose main thread
 // called pthread_exit() shows as a zombie while its other threads run, and only a signal to it ends them.
 // A real zombie is the caller's own unreaped child, so its pid cannot have been reused: signalling it is
 // harmless.
+// Nothing when /proc is not this PID namespace's (proc_is_own()): its pids would be other processes.
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> children;
+  if (!proc_is_own()) return children;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return children;
   while (const dirent* entry = readdir(proc)) {
@@ -189,25 +211,59 @@ std::vector<pid_t> children_of(pid_t parent) {
 // A message on the control socket between mongolock and the guardian (SOCK_SEQPACKET: one message per
 // send, never split). Times are CLOCK_BOOTTIME nanoseconds (LeaseClock).
 struct ControlMessage {
-  enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3, ended = 4, unkillable = 5 };
+  enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3, ended = 4, unkillable = 5, fired_killed = 6 };
   std::int64_t kind = 0;
-  std::int64_t at = 0; // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted;
-                       // ended: when the whole job had ended (the guardian is about to exit);
-                       // unkillable: the pid that SIGKILL could not reach (EPERM)
+  std::int64_t at = 0;   // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted
+                         // (fired_killed: and sent SIGKILL at once, no SIGTERM: the kill grace had passed);
+                         // ended: when the whole job had ended (the guardian is about to exit);
+                         // unkillable: the pid that SIGKILL could not reach (EPERM)
+  std::int64_t sent = 0; // deadline: when mongolock sent it (an extension sent before the deadline counts
+                         // whenever the guardian reads it: the renewal was confirmed in time)
 };
 
-// SIGKILLs every child of `self` (a subreaper) round after round until none is left: the orphans of a
-// killed child come back to `self` and go in the next round. A child that cannot be signalled (EPERM: it
-// runs as another user, e.g. a setuid program) is reported once on `control` (when >= 0) and waited
-// for. Between rounds it sleeps 2ms, doubling up to 100ms while nothing ends, so it never spins. Returns
-// the number of SIGKILLs sent (0: there was nothing to kill). System calls only, but children_of()'s
-// vector (runs after fork()).
-int kill_children(pid_t self, int control) {
+// Moves the guardian (`self`, leader of the job's process group) out of that group, into the new group of a
+// short-lived child of its own, so that kill(-self, SIGKILL) reaches every member of the job's group but the
+// guardian, without /proc. The child exits when `gate` closes (reaped by the caller's waitpid(-1) loop).
+// Returns false when it could not (then the group is not signalled as a whole). Async-signal-safe.
+bool leave_job_group(pid_t self) {
+  if (getpgid(0) != self) return true; // left already
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) return false;
+  const pid_t helper = fork();
+  if (helper == 0) {
+    close(gate[1]);
+    setpgid(0, 0);
+    char c;
+    while (read(gate[0], &c, 1) < 0 && errno == EINTR) {}
+    _exit(0);
+  }
+  close(gate[0]);
+  bool moved = false;
+  if (helper > 0) {
+    setpgid(helper, helper); // also here, so that the group exists before we join it
+    moved = setpgid(0, helper) == 0;
+  }
+  close(gate[1]);
+  return moved;
+}
+
+// The guardian's final kill: round after round until `self` (a subreaper) has no child left, it kills the
+// job's cgroup (when there is one), the job's process group (`self` left it first: leave_job_group()), and
+// every child of `self` that /proc lists (when it is this namespace's): the orphans of a killed child come
+// back to `self` and go in the next round. Not /proc alone: without it (none, or another namespace's), the
+// cgroup and the group are still killed. A child that cannot be signalled (EPERM: it runs as another user,
+// e.g. a setuid program) is reported once on `control` (when >= 0) and waited for. Between rounds it
+// sleeps 2ms, doubling up to 100ms while nothing ends, so it never spins. Returns the number of SIGKILLs
+// sent (0: there was nothing to kill). System calls only, but children_of()'s vector (runs after fork()).
+int kill_children(pid_t self, int control, const JobCgroup* cgroup) {
   pid_t reported[32];
   std::size_t n_reported = 0;
   int killed = 0;
   useconds_t pause = 2000;
+  const bool group_left = leave_job_group(self);
   for (;;) {
+    if (cgroup != nullptr && cgroup->valid() && cgroup->state() != CgroupState::empty && cgroup->kill_all()) ++killed;
+    if (group_left && kill(-self, SIGKILL) == 0) ++killed;
     for (const pid_t child : children_of(self)) {
       if (kill(child, SIGKILL) == 0) {
         ++killed;
@@ -240,12 +296,12 @@ struct OrphanExec {
   std::vector<std::string> strings; // what argv points into
 };
 
-// Kills every descendant of the guardian, wherever it went (own session, own group), and exits; when
+// Kills every descendant of the guardian, wherever it went (own session, own group: kill_children()), and exits; when
 // mongolock has died (the guardian's parent is no longer `mongolock`) and `orphan` is prepared, first
 // executes mongolock again to release the locks (the fd stays open across that exec only).
-[[noreturn]] void kill_descendants_and_exit(pid_t guardian, int control, pid_t mongolock = 0,
+[[noreturn]] void kill_descendants_and_exit(pid_t guardian, int control, const JobCgroup* cgroup, pid_t mongolock = 0,
                                             const OrphanExec* orphan = nullptr) {
-  kill_children(guardian, control);
+  kill_children(guardian, control, cgroup);
   if (orphan != nullptr && orphan->fd >= 0 && getppid() != mongolock && fcntl(orphan->fd, F_SETFD, 0) == 0) {
     execv("/proc/self/exe", orphan->argv.data());
   }
@@ -302,47 +358,65 @@ void exit_if_too_late(std::int64_t start_by, int exec_pipe) {
   _exit(128 + SIGKILL);
 }
 
+// What the guardian needs besides its deadline, prepared before fork (read only after it).
+struct GuardianSetup {
+  pid_t mongolock = 0;
+  int kill_signal = 0;
+  int control = -1;
+  bool job_control = false;           // mongolock has a terminal: a stop of the command is job control
+  const JobCgroup* cgroup = nullptr;  // the job's cgroup (valid() or not)
+  const OrphanExec* orphan = nullptr; // what to execute when mongolock died
+  int holder_fd = -1;                 // ChildSpec::holder_fd
+};
+
 // The guardian once the command runs: its loop over the signals (SIGCHLD, the kill signal), the
 // watchdog's timer and mongolock's control messages. Runs in the forked guardian only (system calls only).
 class GuardianLoop {
 public:
-  GuardianLoop(pid_t mongolock, int kill_signal, int control, pid_t command, GuardianDeadline watchdog,
-               const OrphanExec& orphan, int signals, int timer)
-      : m_mongolock(mongolock), m_kill_signal(kill_signal), m_control(control), m_command(command),
-        m_guardian(getpid()), m_watchdog(watchdog), m_orphan(orphan), m_signals(signals), m_timer(timer) {}
+  GuardianLoop(const GuardianSetup& setup, pid_t command, GuardianDeadline watchdog, int signals, int timer)
+      : m_setup(setup), m_control(setup.control), m_command(command), m_guardian(getpid()), m_watchdog(watchdog),
+        m_signals(signals), m_timer(timer) {}
 
   [[noreturn]] void run() {
     for (;;) {
+      // Mongolock's messages first: an extension it sent before the deadline counts however late it is
+      // read (the guardian was stopped or starved); one sent after it does not (GuardianDeadline::extend).
+      if (m_control >= 0) read_control();
       check_deadline();
       pollfd fds[3] = {{m_signals, POLLIN, 0}, {m_timer, POLLIN, 0}, {m_control, POLLIN, 0}};
-      if (poll(fds, m_control >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) kill_descendants_and_exit(m_guardian, m_control);
+      if (poll(fds, m_control >= 0 ? 3 : 2, -1) < 0 && errno != EINTR) kill_all();
+      if (m_control >= 0) read_control();
       check_deadline();
       std::uint64_t expirations = 0;
       [[maybe_unused]] const auto t = read(m_timer, &expirations, sizeof expirations);
-      const bool child_event = read_signals();
-      if (m_control >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) read_control();
-      if (child_event) reap();
+      if (read_signals()) reap();
     }
   }
 
 private:
+  [[noreturn]] void kill_all(bool mongolock_may_be_gone = false) {
+    kill_descendants_and_exit(m_guardian, m_control, m_setup.cgroup, m_setup.mongolock,
+                              mongolock_may_be_gone ? m_setup.orphan : nullptr);
+  }
+
   // Carries out what the watchdog decided: SIGTERM (blocked in the guardian itself) and SIGCONT (a
-  // stopped job must run to act on it) to the group, the "fired" report, the SIGKILL of everything.
+  // stopped job must run to act on it) to the group, the "fired" report (saying whether a SIGTERM went
+  // first), the SIGKILL of everything.
   void act(GuardianDeadline::Action action, std::int64_t now) {
     if (action.term) {
       kill(-m_guardian, SIGTERM);
       kill(-m_guardian, SIGCONT);
     }
-    if (action.fired) send_message(ControlMessage::fired, now);
-    if (action.kill) kill_descendants_and_exit(m_guardian, m_control);
+    if (action.fired) send_message(action.term ? ControlMessage::fired : ControlMessage::fired_killed, now);
+    if (action.kill) kill_all();
   }
 
   void send_message(ControlMessage::Kind kind, std::int64_t at) const {
-    const ControlMessage message{kind, at};
+    const ControlMessage message{kind, at, boottime_ns()};
     [[maybe_unused]] const auto n = send(m_control, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
 
-  // The deadline first: whatever woke us, a passed deadline is acted on before anything is read.
+  // The deadline first: whatever woke us, a passed deadline is acted on before any signal is read.
   void check_deadline() {
     const auto now = boottime_ns();
     act(m_watchdog.check(now), now);
@@ -355,14 +429,18 @@ private:
     timerfd_settime(m_timer, TFD_TIMER_ABSTIME, &spec, nullptr); // zero disarms
   }
 
-  // True when a child reported (SIGCHLD). The kill request comes first, even when a report came too.
+  // True when a child reported (SIGCHLD). The kill request comes first, even when a report came too; it
+  // counts only when mongolock sent it (its PR_SET_PDEATHSIG or Child::kill_job(): si_pid is mongolock's):
+  // the job's own `kill -RTMIN 0` reaches the guardian too, as a member of the job's group (issue 26).
   bool read_signals() {
     bool child_event = false;
     signalfd_siginfo info{};
     while (read(m_signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      if (static_cast<int>(info.ssi_signo) == m_kill_signal)
-        kill_descendants_and_exit(m_guardian, m_control, m_mongolock, &m_orphan);
-      child_event = true;
+      if (static_cast<int>(info.ssi_signo) != m_setup.kill_signal) {
+        child_event = true;
+      } else if (static_cast<pid_t>(info.ssi_pid) == m_setup.mongolock) {
+        kill_all(true);
+      }
     }
     return child_event;
   }
@@ -371,14 +449,13 @@ private:
     ControlMessage message;
     ssize_t n;
     while ((n = recv(m_control, &message, sizeof message, MSG_DONTWAIT)) == static_cast<ssize_t>(sizeof message)) {
-      if (message.kind == ControlMessage::deadline) m_watchdog.extend(message.at);
+      if (message.kind == ControlMessage::deadline) m_watchdog.extend(message.at, message.sent);
       if (message.kind == ControlMessage::stop) {
         const auto now = boottime_ns();
         act(m_watchdog.stop(now, message.at), now);
       }
     }
-    if (n == 0) kill_descendants_and_exit(m_guardian, m_control, m_mongolock, &m_orphan); // mongolock is gone
-    check_deadline();
+    if (n == 0) kill_all(true); // mongolock is gone
   }
 
   void reap() {
@@ -386,8 +463,10 @@ private:
       int status = 0;
       const pid_t done = waitpid(-1, &status, WNOHANG | WUNTRACED);
       if (done > 0) {
-        // The command stopped and still is (not a stale report from before a SIGCONT): stop too.
-        if (WIFSTOPPED(status) && done == m_command && is_stopped(m_command)) raise(SIGSTOP);
+        // The command stopped and still is (not a stale report from before a SIGCONT): with a terminal, stop
+        // too, so that mongolock sees the job stop (job control). Without one nobody would continue the
+        // guardian: it runs on, keeping the deadline and reading mongolock's messages (issue 26).
+        if (WIFSTOPPED(status) && done == m_command && m_setup.job_control && is_stopped(m_command)) raise(SIGSTOP);
         if (done == m_command && !WIFSTOPPED(status)) {
           m_command_done = true;
           m_command_status = status;
@@ -404,13 +483,11 @@ private:
     }
   }
 
-  pid_t m_mongolock;
-  int m_kill_signal;
+  const GuardianSetup& m_setup;
   int m_control;
   pid_t m_command;
   pid_t m_guardian;
   GuardianDeadline m_watchdog;
-  const OrphanExec& m_orphan;
   int m_signals;
   int m_timer;
   bool m_command_done = false;
@@ -434,34 +511,65 @@ sigset_t block_guardian_signals(int kill_signal) {
   return waited;
 }
 
-// Writes `pgid` in decimal and a newline at the start of the holder file `fd` (ChildSpec::holder_fd), so
-// that a run on this host that finds mongolock and its guardian gone can tell whether the job's process
-// group still has members (liveness.hpp). Async-signal-safe; nothing when fd < 0.
-void record_job_group(int fd, pid_t pgid) {
+// Writes the holder file `fd` (ChildSpec::holder_fd) from its start: `pgid` in decimal and a newline, then,
+// when the job runs in its own cgroup (`cgroup` not null), that group's directory and a newline, so that a
+// run on this host that finds mongolock and its guardian gone can tell whether anything of the job still
+// runs (liveness.hpp). Async-signal-safe; nothing when fd < 0.
+void record_job_group(int fd, pid_t pgid, const char* cgroup) {
   if (fd < 0) return;
+  char text[4200];
   char digits[24];
-  std::size_t n = sizeof digits;
-  digits[--n] = '\n';
-  for (auto v = static_cast<unsigned long>(pgid); n > 0;) {
-    digits[--n] = static_cast<char>('0' + v % 10);
+  std::size_t d = sizeof digits;
+  for (auto v = static_cast<unsigned long>(pgid); d > 0;) {
+    digits[--d] = static_cast<char>('0' + v % 10);
     v /= 10;
     if (v == 0) break;
   }
-  [[maybe_unused]] const auto w = pwrite(fd, digits + n, sizeof digits - n, 0);
+  std::size_t n = 0;
+  for (std::size_t i = d; i < sizeof digits; ++i)
+    text[n++] = digits[i];
+  text[n++] = '\n';
+  const std::size_t path_length = cgroup == nullptr ? 0 : std::strlen(cgroup);
+  if (path_length > 0 && path_length < sizeof text - n - 1) {
+    std::memcpy(text + n, cgroup, path_length);
+    n += path_length;
+    text[n++] = '\n';
+  }
+  [[maybe_unused]] const auto w = pwrite(fd, text, n, 0);
+  [[maybe_unused]] const auto t = ftruncate(fd, static_cast<off_t>(n));
+}
+
+// Forks the command's process: into the job's cgroup when there is one (clone3 CLONE_INTO_CGROUP, Linux 5.7+:
+// the process never runs outside it), else (or when that fails) a plain fork(). `in_cgroup` says which.
+// The child of clone3 runs system calls only (as after fork(); glibc's fork handlers do not run).
+pid_t fork_command(const JobCgroup* cgroup, bool& in_cgroup) {
+  in_cgroup = false;
+  if (cgroup != nullptr && cgroup->valid()) {
+    clone_args args{};
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = static_cast<std::uint64_t>(cgroup->dir_fd());
+    const long pid = syscall(SYS_clone3, &args, sizeof args);
+    if (pid >= 0) {
+      in_cgroup = true;
+      return static_cast<pid_t>(pid);
+    }
+  }
+  return fork();
 }
 
 template <typename Exec>
-[[noreturn]] void run_guardian(pid_t mongolock, int kill_signal, int exec_pipe, int control, std::int64_t deadline,
-                               std::int64_t grace_ns, std::int64_t start_by, const OrphanExec& orphan, int holder_fd,
-                               const Exec& exec) {
-  const sigset_t waited = block_guardian_signals(kill_signal);
-  prctl(PR_SET_PDEATHSIG, kill_signal);
-  if (getppid() != mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
+[[noreturn]] void run_guardian(const GuardianSetup& setup, int exec_pipe, std::int64_t deadline, std::int64_t grace_ns,
+                               std::int64_t start_by, const Exec& exec) {
+  const sigset_t waited = block_guardian_signals(setup.kill_signal);
+  prctl(PR_SET_PDEATHSIG, setup.kill_signal);
+  if (getppid() != setup.mongolock) _exit(128 + SIGKILL); // mongolock died before prctl took effect
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const pid_t guardian = getpid();
-  exit_if_too_late(start_by, exec_pipe); // the lease ended before the job could start: never start it
-  record_job_group(holder_fd, guardian); // before the job exists: the group it starts in (ours)
-  const pid_t command = fork();
+  exit_if_too_late(start_by, exec_pipe);                // the lease ended before the job could start: never start it
+  record_job_group(setup.holder_fd, guardian, nullptr); // before the job exists: the group it starts in (ours)
+  bool in_cgroup = false;
+  const pid_t command = fork_command(setup.cgroup, in_cgroup);
   if (command == 0) {
     prctl(PR_SET_CHILD_SUBREAPER, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -474,11 +582,11 @@ template <typename Exec>
   }
   close(exec_pipe); // mongolock sees end-of-file once the command has exec'd (the pipe is close-on-exec)
   if (command < 0) _exit(126);
+  if (in_cgroup) record_job_group(setup.holder_fd, guardian, setup.cgroup->path().c_str());
   const int signals = signalfd(-1, &waited, SFD_NONBLOCK | SFD_CLOEXEC);
   const int timer = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (signals < 0 || timer < 0) kill_descendants_and_exit(guardian, control);
-  GuardianLoop(mongolock, kill_signal, control, command, GuardianDeadline(deadline, grace_ns), orphan, signals, timer)
-      .run();
+  if (signals < 0 || timer < 0) kill_descendants_and_exit(guardian, setup.control, setup.cgroup);
+  GuardianLoop(setup, command, GuardianDeadline(deadline, grace_ns), signals, timer).run();
 }
 
 } // namespace
@@ -562,31 +670,82 @@ void open_spawn_channels(int (&exec_pipe)[2], int (&control)[2]) {
 
 } // namespace
 
+namespace {
+
+// What the command's process does between fork and exec, prepared before fork (after it, only
+// async-signal-safe calls). Not movable: argv and envp point into the strings.
+class CommandStart {
+public:
+  explicit CommandStart(const ChildSpec& spec)
+      : m_argv_strings(spec.argv), m_env_strings(child_environment(spec)), m_argv(c_strings(m_argv_strings)),
+        m_envp(c_strings(m_env_strings)), m_mask(spec.signal_mask), m_chld_ignored(ignored_at_start(SIGCHLD)),
+        m_pipe_ignored(ignored_at_start(SIGPIPE)), m_no_new_privs(spec.no_new_privs) {
+    // The mask with what reset_inherited_signals() unblocked blocked again.
+    for (const int s : {SIGTSTP, SIGCONT, SIGCHLD}) {
+      if (sigismember(&g_unblocked, s) == 1) sigaddset(&m_mask, s);
+    }
+  }
+  CommandStart(const CommandStart&) = delete;
+  CommandStart& operator=(const CommandStart&) = delete;
+
+  // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through as
+  // found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for itself
+  // (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the mask.
+  // Returns only when the exec failed (errno says why).
+  void exec() const {
+    struct sigaction action {};
+    sigemptyset(&action.sa_mask);
+    action.sa_handler = m_chld_ignored ? SIG_IGN : SIG_DFL;
+    sigaction(SIGCHLD, &action, nullptr);
+    action.sa_handler = m_pipe_ignored ? SIG_IGN : SIG_DFL;
+    sigaction(SIGPIPE, &action, nullptr);
+    reset_caught_handlers();
+    if (m_no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return; // errno: exec failed
+    sigprocmask(SIG_SETMASK, &m_mask, nullptr);
+    execvpe(m_argv[0], m_argv.data(), m_envp.data());
+  }
+
+private:
+  std::vector<std::string> m_argv_strings;
+  std::vector<std::string> m_env_strings;
+  std::vector<char*> m_argv;
+  std::vector<char*> m_envp;
+  sigset_t m_mask;
+  bool m_chld_ignored;
+  bool m_pipe_ignored;
+  bool m_no_new_privs;
+};
+
+// The job's own cgroup (cgroup.hpp), named after this process (pid and start), a count of the commands it
+// started and a random number (processes of two PID namespaces may share pid and /proc).
+JobCgroup make_job_cgroup() {
+  static int started = 0;
+  std::uint32_t nonce = 0;
+  if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce)) nonce = 0;
+  return JobCgroup::create(
+      fmt::format("{}-{}-{}-{:08x}", getpid(), process_start(getpid()).value_or(0), ++started, nonce));
+}
+
+} // namespace
+
 Child Child::spawn(const ChildSpec& spec) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
-  auto argv_strings = spec.argv;
-  auto env_strings = child_environment(spec);
-  const auto argv = c_strings(argv_strings);
-  const auto envp = c_strings(env_strings);
+  const CommandStart command(spec);
   const int terminal = controlling_terminal();
   const int tty = terminal >= 0 && tcgetpgrp(terminal) == getpgrp() ? terminal : -1; // we are in the foreground
-  const pid_t parent = getpid();
-  const int death_signal = SIGRTMIN; // a function call in glibc: not after fork
-  const bool chld_ignored = ignored_at_start(SIGCHLD);
-  const bool pipe_ignored = ignored_at_start(SIGPIPE);
-  sigset_t command_mask = spec.signal_mask; // with what reset_inherited_signals() unblocked blocked again
-  for (const int s : {SIGTSTP, SIGCONT, SIGCHLD}) {
-    if (sigismember(&g_unblocked, s) == 1) sigaddset(&command_mask, s);
-  }
   // mongolock is a subreaper too: if the guardian dies (SIGKILL), what is left of the job comes back to
   // mongolock, which kills it before the release (try_wait()) instead of leaving it running under init.
+  // Its children from before (a wrapper's `helper & exec mongolock run ...`) are not the job's: left alone.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-
-  const std::int64_t deadline = spec.deadline ? spec.deadline->time_since_epoch().count() : k_never;
-  const std::int64_t grace_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(spec.kill_grace).count();
-  const std::int64_t start_by = spec.start_by ? spec.start_by->time_since_epoch().count() : k_never;
-
+  auto others = children_of(getpid());
+  auto cgroup = make_job_cgroup();
   const auto orphan = prepare_orphan_exec(spec.orphan_request);
+  GuardianSetup setup{.mongolock = getpid(),
+                      .kill_signal = SIGRTMIN, // a function call in glibc: not after fork
+                      .job_control = tty >= 0,
+                      .cgroup = &cgroup,
+                      .orphan = &orphan,
+                      .holder_fd = spec.holder_fd};
   int exec_pipe[2];
   int control[2];
   open_spawn_channels(exec_pipe, control);
@@ -602,23 +761,10 @@ Child Child::spawn(const ChildSpec& spec) {
     close(control[0]);
     setpgid(0, 0);
     if (tty >= 0) tcsetpgrp(tty, getpid()); // SIGTTOU is blocked here, as in the parent
-    run_guardian(parent, death_signal, exec_pipe[1], control[1], deadline, grace_ns, start_by, orphan, spec.holder_fd,
-                 [&] {
-                   // mongolock installs no handlers (it reads signals from a signalfd), so dispositions pass through
-                   // as found (nohup's ignored SIGHUP stays ignored); SIGCHLD and SIGPIPE, which mongolock reset for
-                   // itself (reset_inherited_signals(), ignore_sigpipe()), get back what mongolock found; so does the
-                   // mask.
-                   struct sigaction action {};
-                   sigemptyset(&action.sa_mask);
-                   action.sa_handler = chld_ignored ? SIG_IGN : SIG_DFL;
-                   sigaction(SIGCHLD, &action, nullptr);
-                   action.sa_handler = pipe_ignored ? SIG_IGN : SIG_DFL;
-                   sigaction(SIGPIPE, &action, nullptr);
-                   reset_caught_handlers();
-                   if (spec.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return; // errno: exec failed
-                   sigprocmask(SIG_SETMASK, &command_mask, nullptr);
-                   execvpe(argv[0], argv.data(), envp.data());
-                 });
+    setup.control = control[1];
+    run_guardian(setup, exec_pipe[1], spec.deadline ? spec.deadline->time_since_epoch().count() : k_never,
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(spec.kill_grace).count(),
+                 spec.start_by ? spec.start_by->time_since_epoch().count() : k_never, [&] { command.exec(); });
   }
   close(exec_pipe[1]);
   close(control[1]);
@@ -631,7 +777,9 @@ Child Child::spawn(const ChildSpec& spec) {
     n = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
   } while (n < 0 && errno == EINTR);
   close(exec_pipe[0]);
-  Child child(pid, terminal, death_signal, control[0]);
+  Child child(pid, terminal, setup.kill_signal, control[0]);
+  child.m_cgroup = std::make_shared<JobCgroup>(std::move(cgroup));
+  child.m_others = std::move(others);
   if (n <= 0) return child; // the pipe closed on exec: the command runs
 
   // exec failed: reap the child, hand back the terminal, and report why.
@@ -642,7 +790,9 @@ Child Child::spawn(const ChildSpec& spec) {
 Child::Child(Child&& other) noexcept
     : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_kill_signal(other.m_kill_signal), m_reaped(other.m_reaped),
       m_control_fd(other.m_control_fd), m_watchdog_fired(other.m_watchdog_fired), m_job_ended(other.m_job_ended),
-      m_unkillable(other.m_unkillable), m_orphans_killed(other.m_orphans_killed) {
+      m_unkillable(other.m_unkillable), m_orphans_killed(other.m_orphans_killed),
+      m_watchdog_killed_at_once(other.m_watchdog_killed_at_once), m_cgroup(std::move(other.m_cgroup)),
+      m_others(std::move(other.m_others)) {
   other.m_pid = -1;
   other.m_tty_fd = -1;
   other.m_reaped = true;
@@ -654,7 +804,7 @@ Child::~Child() {
     kill_job();
     int status = 0;
     while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {}
-    kill_children(getpid(), -1);
+    kill_job_remains();
   }
   take_back_terminal();
   if (m_control_fd >= 0) close(m_control_fd);
@@ -683,7 +833,8 @@ void Child::kill_job() const {
 
 bool Child::extend_deadline(LocalTime deadline) const {
   if (m_control_fd < 0) return false; // (not m_reaped: the main thread writes it; the fd outlives the heartbeat)
-  const ControlMessage message{ControlMessage::deadline, deadline.time_since_epoch().count()};
+  const ControlMessage message{ControlMessage::deadline, deadline.time_since_epoch().count(),
+                               LeaseClock::now().time_since_epoch().count()};
   // Never blocks: a guardian that does not read (stopped) misses the extension and stops the job: safe.
   return send(m_control_fd, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL) ==
          static_cast<ssize_t>(sizeof message);
@@ -706,7 +857,10 @@ void Child::read_reports() {
   while (m_control_fd >= 0 &&
          recv(m_control_fd, &message, sizeof message, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof message)) {
     const LocalTime at{std::chrono::nanoseconds(message.at)};
-    if (message.kind == ControlMessage::fired && !m_watchdog_fired) m_watchdog_fired = at;
+    if ((message.kind == ControlMessage::fired || message.kind == ControlMessage::fired_killed) && !m_watchdog_fired) {
+      m_watchdog_fired = at;
+      m_watchdog_killed_at_once = message.kind == ControlMessage::fired_killed;
+    }
     if (message.kind == ControlMessage::ended && !m_job_ended) m_job_ended = at;
     if (message.kind == ControlMessage::unkillable && !m_unkillable) m_unkillable = static_cast<pid_t>(message.at);
   }
@@ -734,15 +888,79 @@ Child::WaitResult Child::try_wait() {
   do {
     r = waitpid(m_pid, &status, WNOHANG | WUNTRACED);
   } while (r < 0 && errno == EINTR);
-  if (r <= 0) return {WaitResult::running, 0, 0};
+  if (r <= 0) {
+    if (getpid() == 1) reap_strays();
+    return {WaitResult::running, 0, 0};
+  }
   if (WIFSTOPPED(status)) return {WaitResult::stopped, 0, 0};
   m_reaped = true;
   // Normally nothing: the guardian exits only when the whole job has ended. A guardian killed from outside
   // left the job's processes to us (a subreaper): they are killed now, while the lock is still held.
-  m_orphans_killed = kill_children(getpid(), -1);
+  m_orphans_killed = kill_job_remains();
   take_back_terminal();
   if (WIFSIGNALED(status)) return {WaitResult::exited, exit_code_for_signal(WTERMSIG(status)), WTERMSIG(status)};
   return {WaitResult::exited, WEXITSTATUS(status), 0};
+}
+
+std::optional<std::string> Child::cgroup() const {
+  if (m_cgroup && m_cgroup->valid()) return m_cgroup->path();
+  return std::nullopt;
+}
+
+std::string Child::cgroup_why_not() const { return m_cgroup ? m_cgroup->why_not() : std::string(); }
+
+bool Child::is_other(pid_t pid) const { return std::find(m_others.begin(), m_others.end(), pid) != m_others.end(); }
+
+void Child::reap_strays() {
+  for (;;) {
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid <= 0 || info.si_pid == m_pid) return;
+    int status = 0;
+    waitpid(info.si_pid, &status, WNOHANG);
+    m_others.erase(std::remove(m_others.begin(), m_others.end(), info.si_pid), m_others.end());
+  }
+}
+
+int Child::kill_job_remains() {
+  int killed = 0;
+  useconds_t pause = 2000;
+  // mongolock's children are the job's only by elimination (not its children before the spawn): where a
+  // cgroup holds the job, or as PID 1 (orphans of an nsenter session come to it), they are not scanned.
+  const bool scan = !(m_cgroup && m_cgroup->valid()) && getpid() != 1;
+  const auto job_children = [&] { return scan ? children_of(getpid()) : std::vector<pid_t>(); };
+  for (;;) {
+    bool left = false;
+    if (m_cgroup && m_cgroup->valid() && m_cgroup->state() != CgroupState::empty) {
+      left = left || m_cgroup->state() == CgroupState::populated;
+      if (m_cgroup->kill_all()) ++killed;
+    }
+    if (kill(-m_pid, SIGKILL) == 0) {
+      left = true;
+      ++killed;
+    } else if (errno == EPERM) {
+      left = true; // members run as another user: waited for (warn_unkillable() says so)
+    }
+    for (const pid_t child : job_children()) {
+      if (is_other(child)) continue;
+      left = true;
+      if (kill(child, SIGKILL) == 0)
+        ++killed;
+      else if (errno == EPERM && !m_unkillable)
+        m_unkillable = child;
+    }
+    if (!left) return killed;
+    // Reaps the job's processes only: the members of its group and the children listed above.
+    int status = 0;
+    bool reaped = false;
+    while (waitpid(-m_pid, &status, WNOHANG) > 0)
+      reaped = true;
+    for (const pid_t child : job_children()) {
+      if (!is_other(child) && waitpid(child, &status, WNOHANG) > 0) reaped = true;
+    }
+    if (getpid() == 1) reap_strays();
+    pause = reaped ? 2000 : std::min<useconds_t>(pause * 2, 100'000);
+    usleep(pause);
+  }
 }
 
 void Child::suspend() {

@@ -5,6 +5,7 @@
 #include <mongolock/clock.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <signal.h>
 #include <string>
@@ -13,6 +14,13 @@
 #include <vector>
 
 namespace mongolock {
+
+class JobCgroup;
+
+// Whether /proc is this process's PID namespace's: /proc/self names getpid(). A /proc of another
+// namespace (a container's, `unshare -pf` without --mount-proc) or none at all is not: its pids are other
+// processes, and nothing may be decided or killed from it (issue 26). Async-signal-safe.
+[[nodiscard]] bool proc_is_own();
 
 // The signals `run` forwards to its command: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2.
 [[nodiscard]] const std::vector<int>& forwarded_signals();
@@ -143,6 +151,13 @@ public:
   // The time (LeaseClock) at which the guardian stopped the job because its own deadline passed, when it
   // did (read from the guardian's reports; later calls return the same).
   [[nodiscard]] std::optional<LocalTime> watchdog_fired();
+  // After watchdog_fired(): true when the guardian sent SIGKILL at once, no SIGTERM (it woke after the
+  // deadline and its kill grace: stopped or starved).
+  [[nodiscard]] bool watchdog_killed_at_once() const { return m_watchdog_killed_at_once; }
+  // The directory of the job's own cgroup (cgroup.hpp) when spawn() could create one; the guardian starts
+  // the command in it. nullopt otherwise; cgroup_why_not() then says why (for -v).
+  [[nodiscard]] std::optional<std::string> cgroup() const;
+  [[nodiscard]] std::string cgroup_why_not() const;
   // The time (LeaseClock) at which the whole job had ended, as the guardian reported just before it
   // exited; nullopt while it runs (or when the report was lost: the guardian exits anyway).
   [[nodiscard]] std::optional<LocalTime> job_ended();
@@ -178,6 +193,15 @@ private:
   void give_terminal() const;
   void read_reports();
   void take_back_terminal() const;
+  // After the guardian was reaped: SIGKILLs what is left of the job (a guardian killed from outside left
+  // it to mongolock, a subreaper) round after round until nothing is: its cgroup, its process group, and,
+  // without a cgroup and unless mongolock is PID 1, mongolock's children that were not its children before
+  // spawn() (m_others; /proc only when it is ours); reaps those only. Returns the number of kills sent
+  // (0: nothing was left).
+  int kill_job_remains();
+  // As PID 1 (a container's entrypoint): reaps every exited child but the guardian, as an init must.
+  void reap_strays();
+  [[nodiscard]] bool is_other(pid_t pid) const;
 
   pid_t m_pid = -1;
   int m_tty_fd = -1;     // mongolock's controlling terminal, or -1
@@ -188,6 +212,9 @@ private:
   std::optional<LocalTime> m_job_ended;
   std::optional<pid_t> m_unkillable;
   int m_orphans_killed = 0;
+  bool m_watchdog_killed_at_once = false;
+  std::shared_ptr<JobCgroup> m_cgroup; // the job's cgroup (valid() or not); shared: Child moves
+  std::vector<pid_t> m_others;         // mongolock's children when spawn() ran: not the job's
 };
 
 } // namespace mongolock

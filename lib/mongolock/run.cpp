@@ -266,7 +266,7 @@ private:
   std::vector<AcquireRequest> requests() const {
     std::vector<AcquireRequest> out;
     for (const auto& name : m_names) {
-      auto request = make_request(m_global, m_options.take, name, holder_identity(getpid()), m_options.ttl);
+      auto request = make_request(m_global, m_options.take, name, holder_identity(getpid()), m_options.ttl, &m_log);
       if (m_holder_file.locked()) {
         request.boot_id = m_self.boot_id;
         request.pid_ns = m_self.pid_ns;
@@ -399,7 +399,10 @@ private:
       }
       throw;
     }
-    m_log.debugf("started {} (pid {})", m_options.command.front(), child->pid());
+    const auto cgroup = child->cgroup();
+    m_log.debugf("started {} (pid {}; {})", m_options.command.front(), child->pid(),
+                 cgroup ? fmt::format("its cgroup {}", *cgroup)
+                        : fmt::format("no cgroup of its own: {}", child->cgroup_why_not()));
     return std::nullopt;
   }
 

@@ -417,10 +417,13 @@ private:
       // starved): then the job is killed at once, since the lease may already have ended.
       const auto grace = std::clamp(std::chrono::duration_cast<Millis>(deadline + m_policy.lease.kill_grace - now),
                                     Millis(0), m_policy.lease.kill_grace);
+      // The guardian decided on its own: what it sent (no SIGTERM when it woke after the kill grace).
+      const bool killed_at_once = fired ? m_child.watchdog_killed_at_once() : grace <= Millis(0);
       m_log.error(fmt::format("lease on {} lost: {}; {} ({})", m_names, reason,
                               fired ? by_guardian() : "stopping the command",
-                              grace > Millis(0) ? fmt::format("SIGTERM, SIGKILL after {}", format_duration(grace))
-                                                : std::string("SIGKILL: the kill grace had passed too")));
+                              !killed_at_once ? fmt::format("SIGTERM, SIGKILL after {}", format_duration(grace))
+                                              : std::string("SIGKILL at once, no SIGTERM: the kill grace had passed "
+                                                            "too")));
       m_child.stop_job(grace);
       break;
     }

@@ -291,7 +291,12 @@ survivors_block_the_instant_takeover() {
   child=$(cat "$T/child")
   guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
   [[ -n $guardian && $guardian != "$pid" ]] || fail "no guardian between mongolock and the job"
-  kill -KILL "$pid" "$guardian"
+  # Neither acts first (a guardian that outlives mongolock by a moment kills the job, as it should):
+  # mongolock stopped, the guardian killed, then mongolock.
+  kill -STOP "$pid"
+  kill -KILL "$guardian"
+  wait_until 5 eval "! pid_alive $guardian"
+  kill -KILL "$pid"
   wait_until 5 eval "! pid_alive $pid && ! pid_alive $guardian && ! pid_alive $job" ||
     fail "mongolock, its guardian or the job's command still runs"
   pid_alive "$child" || fail "the job's child (pid $child) died too: nothing left to test"

@@ -45,14 +45,29 @@ TEST_CASE("Woken late (stopped, starved): the SIGKILL stays due at deadline + gr
 
 TEST_CASE("An extension moves the deadline while armed, never once stopping") {
   GuardianDeadline w(100 * s, 5 * s);
-  w.extend(130 * s);
+  w.extend(130 * s, 90 * s);
   CHECK(w.next_wakeup() == 130 * s);
   CHECK_FALSE(w.check(120 * s).fired);
   CHECK(w.check(130 * s).fired);
-  w.extend(200 * s); // a renewal that arrives after the watchdog fired does not take the stop back
+  w.extend(200 * s, 129 * s); // a renewal that arrives after the watchdog fired does not take the stop back
   CHECK(w.state() == State::stopping);
   CHECK(w.next_wakeup() == 135 * s);
   CHECK(w.check(135 * s).kill);
+}
+
+TEST_CASE("An extension sent before the deadline counts when read late; one sent at or after it never") {
+  // Issue 26: the guardian stopped with the job's group (kill -STOP -PGID) reads the extensions queued
+  // meanwhile only when continued, after the old deadline: the lease was renewed in time, the job is healthy.
+  GuardianDeadline w(100 * s, 5 * s);
+  w.extend(110 * s, 95 * s);  // sent in time,
+  w.extend(120 * s, 105 * s); // and so was this one (before the deadline the first moved)
+  const auto a = w.check(112 * s);
+  CHECK_FALSE((a.term || a.fired || a.kill));
+  CHECK(w.next_wakeup() == 120 * s);
+  GuardianDeadline late(100 * s, 5 * s);
+  late.extend(130 * s, 100 * s); // sent at the deadline: the lease may have ended; no extension
+  CHECK(late.next_wakeup() == 100 * s);
+  CHECK(late.check(101 * s).fired);
 }
 
 TEST_CASE("A stop message: SIGTERM now, SIGKILL at its time; a second stop only brings it forward") {

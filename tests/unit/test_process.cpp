@@ -1,14 +1,17 @@
 #include <doctest/doctest.h>
 
+#include <mongolock/cgroup.hpp>
 #include <mongolock/clock.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/exit_codes.hpp>
 #include <mongolock/process.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <signal.h>
 #include <string>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -54,6 +57,7 @@ TEST_CASE("A job that ignores SIGTERM is killed after the kill grace") {
   auto child = start({"sh", "-c", "trap '' TERM; exec sleep 30"}, 100ms, 200ms);
   CHECK(wait_exit(child) == 128 + SIGKILL);
   CHECK(child.watchdog_fired().has_value());
+  CHECK_FALSE(child.watchdog_killed_at_once()); // a SIGTERM went first
 }
 
 TEST_CASE("With no kill grace the job is killed at the deadline at once") {
@@ -87,6 +91,7 @@ TEST_CASE("A deadline passed by more than the kill grace kills the job at once, 
   auto child = start({"sleep", "30"}, -2s, 1s);
   CHECK(wait_exit(child) == 128 + SIGKILL);
   CHECK(child.watchdog_fired().has_value());
+  CHECK(child.watchdog_killed_at_once()); // mongolock's message must not claim a SIGTERM (issue 26)
 }
 
 TEST_CASE("A guardian stopped past deadline + kill grace kills the job at once when continued") {
@@ -97,6 +102,54 @@ TEST_CASE("A guardian stopped past deadline + kill grace kills the job at once w
   std::this_thread::sleep_for(1s);
   REQUIRE(kill(-child.pid(), SIGCONT) == 0);
   CHECK(wait_exit(child) == 128 + SIGKILL);
+}
+
+TEST_CASE("The job's own signal 34 to its process group is not a kill request (issue 26)") {
+  // The guardian is a member of the job's group: SIGRTMIN from the job (si_pid not mongolock's) is ignored.
+  auto child = start({"sh", "-c", "trap '' 34; kill -34 0; sleep 0.2; exit 3"}, std::nullopt, 0ms);
+  CHECK(wait_exit(child) == 3);
+}
+
+TEST_CASE("kill_job() (mongolock's own kill request) still kills the job") {
+  auto child = start({"sleep", "30"}, std::nullopt, 0ms);
+  child.kill_job();
+  CHECK(wait_exit(child) == 128 + SIGKILL);
+}
+
+TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("Process evidence");
+
+TEST_CASE("proc_is_own(): /proc of this namespace names this process") { CHECK(proc_is_own()); }
+
+TEST_CASE("A job's cgroup: populated while it runs, empty after cgroup.kill, removed on destruction") {
+  auto group = JobCgroup::create("unit-test");
+  if (!group.valid()) {
+    MESSAGE("skipped: no cgroup of its own here: " << group.why_not());
+    return;
+  }
+  const auto path = group.path();
+  CHECK(group.state() == CgroupState::empty);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const auto procs = path + "/cgroup.procs";
+    FILE* f = std::fopen(procs.c_str(), "w");
+    if (f == nullptr || std::fputs("0", f) < 0 || std::fclose(f) != 0) _exit(2);
+    pause();
+    _exit(0);
+  }
+  REQUIRE(pid > 0);
+  const auto give_up = LeaseClock::now() + 5s;
+  while (group.state() != CgroupState::populated && LeaseClock::now() < give_up)
+    std::this_thread::sleep_for(5ms);
+  CHECK(cgroup_state(path) == CgroupState::populated);
+  CHECK(group.kill_all());
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  CHECK(cgroup_state(path) == CgroupState::empty);
+  { const auto gone = std::move(group); }
+  CHECK(cgroup_state(path) == CgroupState::empty); // removed: no process can be in it
 }
 
 TEST_SUITE_END();
