@@ -295,7 +295,8 @@ TEST_CASE("Four dead far waiters ahead are skipped together, not one after anoth
   t.push_check = 10ms;
   t.purge_after = 20ms;
   t.ticket_lease = 100ms;
-  t.far_ticket_lease = 400ms; // renewal_overdue() = 150 + 10 + 20 = 180 ms
+  t.far_ticket_lease = 400ms;
+  const auto overdue = 180ms; // WaitQueue::renewal_overdue(): 3/8 x 400 + push_check 10 + 2 x answer_limit 10
   const auto plant = [&](std::int64_t seq, Millis lease) {
     TicketRecord ticket;
     ticket.name = "job";
@@ -321,7 +322,7 @@ TEST_CASE("Four dead far waiters ahead are skipped together, not one after anoth
   CHECK(w.position() == 9);
   // Until the dead ones are renewal_overdue() past their last renewal (the first three may go sooner: among
   // the first in line for stale_after()); the live ones renew on time and never count as dead.
-  while (LeaseClock::now() - began < w.renewal_overdue() + 40ms) {
+  while (LeaseClock::now() - began < overdue + 40ms) {
     std::this_thread::sleep_for(10ms);
     const auto now = store.clock().now();
     for (const auto& ticket : live)
@@ -333,7 +334,7 @@ TEST_CASE("Four dead far waiters ahead are skipped together, not one after anoth
   // skipped tickets still took places 1-3, so the fourth dead one stayed at place 4, never watched, and
   // held up the line until its lease ended.
   CHECK(w.position() == 5);
-  CHECK(store.tickets({"job"}).size() == 9); // skipped, not deleted (not expired yet)
+  CHECK(store.tickets({"job"}).size() == 9);
 }
 
 TEST_CASE("A replacing run joins at the front; a newer one passes it (run --replace)") {
