@@ -146,9 +146,21 @@ std::string encode_orphan_request(const OrphanRequest& request) {
     put(out, lock.id);
     put(out, lock.token);
   }
-  put_number(out, static_cast<std::int64_t>(request.runs.size()));
-  for (const auto& run : request.runs)
-    put_run(out, run);
+  // The runs within what release_orphaned() reads: with each command cut to its program when they would
+  // not fit (a run of many names, long arguments), left out when even then (the locks come first).
+  const auto runs_part = [&](bool whole) {
+    std::string part;
+    put_number(part, static_cast<std::int64_t>(request.runs.size()));
+    for (auto run : request.runs) {
+      if (!whole && run.command.size() > 1) run.command.resize(1);
+      put_run(part, run);
+    }
+    return part;
+  };
+  for (const bool whole : {true, false}) {
+    if (auto part = runs_part(whole); out.size() + part.size() <= k_max_request) return out + part;
+  }
+  put_number(out, 0);
   return out;
 }
 

@@ -27,6 +27,8 @@ struct OrphanRequest {
 };
 
 // The request as text: length-prefixed fields ("5:hello,"), so any byte in the URI or a name survives.
+// The runs are kept within the 64 KiB that release_orphaned() reads: each command cut to its program
+// when they would not fit, left out when even then.
 [[nodiscard]] std::string encode_orphan_request(const OrphanRequest& request);
 
 // The inverse of encode_orphan_request(). Throws Error (64) naming what is malformed.

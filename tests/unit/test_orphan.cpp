@@ -88,6 +88,28 @@ TEST_CASE("orphan request: the run's history records survive the round trip (iss
   CHECK_THROWS_AS((void)decode_orphan_request(text), Error);
 }
 
+TEST_CASE("orphan request: runs that would not fit in 64 KiB are cut, never the locks") {
+  OrphanRequest request;
+  request.store.uri = "mongodb://h/";
+  RunRecord run;
+  run.name = "job";
+  run.command = {"prog", std::string(512, 'a')};
+  request.runs.assign(200, run); // 200 names x 512-byte argument: over 64 KiB
+  LockRecord lock;
+  lock.program = "job";
+  request.locks.assign(200, lock);
+  auto text = encode_orphan_request(request);
+  CHECK(text.size() <= 64 * 1024);
+  auto back = decode_orphan_request(text);
+  CHECK(back.locks.size() == 200);
+  REQUIRE(back.runs.size() == 200);
+  CHECK(back.runs[0].command == std::vector<std::string>{"prog"});
+  request.runs.assign(2000, run); // even cut, too many: left out
+  back = decode_orphan_request(encode_orphan_request(request));
+  CHECK(back.locks.size() == 200);
+  CHECK(back.runs.empty());
+}
+
 TEST_CASE("orphan request: malformed text is refused with 64") {
   for (const auto* text :
        {"", "5:abc,", "3:abc", "x:abc,", "3:abc,2:db,5:locks,2:10,2:10,1:-,1:1,", "99999999999999999999:a,"}) {

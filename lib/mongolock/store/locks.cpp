@@ -290,12 +290,8 @@ std::vector<LockRecord> MongoStore::list(std::optional<std::string_view> name) {
 std::optional<LockRecord> MongoStore::remove_returning(const LockSelector& which) {
   auto& impl = *m_impl;
   impl.connect();
-  // Never a released document (released_at set: its expiry is the end of the minimum hold), whoever built
-  // the selector: a renewal that arrives after the release would move that expiry back.
-  auto live = which;
-  live.not_released = true;
   Bson selector;
-  append_selector(selector.get(), live);
+  append_selector(selector.get(), which);
   Bson command;
   BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
   BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
