@@ -2,6 +2,7 @@
 #include <mongolock/commands.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/identity.hpp>
+#include <mongolock/liveness.hpp>
 #include <mongolock/lock_name.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/report.hpp>
@@ -44,9 +45,14 @@ void validate_token(const std::optional<std::string>& token) {
 
 std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
   const auto now = locker.store().clock().now();
+  const auto here = own_process_identity();
   std::vector<LockView> out;
   for (auto& lock : locks) {
-    auto alive = holder_alive_here(lock.process);
+    // host:pid is not unique: a run that recorded another boot or PID namespace (a container that shares
+    // this host name) is not this host's process of that pid (issue 26 item 7): not known here.
+    const bool elsewhere =
+        (!lock.boot_id.empty() && lock.boot_id != here.boot_id) || (!lock.pid_ns.empty() && lock.pid_ns != here.pid_ns);
+    auto alive = elsewhere ? std::nullopt : holder_alive_here(lock.process);
     out.push_back(LockView{std::move(lock), now, alive});
   }
   return out;

@@ -149,7 +149,9 @@ public:
   // Sets expires_at, renewed_at and ttl_ms of the one document matching `which`, and waiters: true with
   // `mark_waiters` (the holder saw the queue: one write, not a second update of the document), in one
   // findAndModify bounded on the server by the last reconnect()'s CallLimits::server (maxTimeMS).
-  // Returns the number of documents matched (0: the lease is gone, 1: renewed).
+  // A released document (released_at set, a release into the minimum hold) never matches, whatever
+  // `which` says: a renewal that arrives after the release must not move the hold's end back.
+  // Returns the number of documents matched (0: the lease is gone or released, 1: renewed).
   [[nodiscard]] virtual std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
                                            Millis ttl, bool mark_waiters = false) = 0;
 

@@ -109,7 +109,9 @@ std::optional<LockRecord> MemoryStore::remove_returning(const LockSelector& whic
 
 std::int64_t MemoryStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                                 bool mark_waiters) {
-  return update(which, mark_waiters ? "expires_at,renewed_at,ttl_ms,waiters" : "expires_at,renewed_at,ttl_ms",
+  auto live = which; // never a released document (LockStore::renew), as MongoStore
+  live.not_released = true;
+  return update(live, mark_waiters ? "expires_at,renewed_at,ttl_ms,waiters" : "expires_at,renewed_at,ttl_ms",
                 [&](LockRecord& lock) {
                   lock.expires_at = expires_at;
                   lock.renewed_at = renewed_at;

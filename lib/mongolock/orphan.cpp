@@ -1,6 +1,7 @@
 #include <mongolock/clock.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/exit_codes.hpp>
+#include <mongolock/history.hpp>
 #include <mongolock/liveness.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/orphan.hpp>
@@ -11,6 +12,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <limits>
+#include <optional>
 #include <unistd.h>
 
 namespace mongolock {
@@ -74,6 +77,60 @@ std::string read_request(std::string_view fd_text) {
 
 } // namespace
 
+namespace {
+
+void put_number(std::string& out, std::int64_t value) { put(out, std::to_string(value)); }
+
+// A run record's fields that the run prepared (OrphanRequest::runs).
+void put_run(std::string& out, const RunRecord& run) {
+  for (const auto* field : {&run.id, &run.name, &run.process, &run.host, &run.user})
+    put(out, *field);
+  put_number(out, static_cast<std::int64_t>(run.command.size()));
+  for (const auto& arg : run.command)
+    put(out, arg);
+  put(out, run.started_at ? std::to_string(run.started_at->time_since_epoch().count()) : std::string());
+  put_number(out, run.waited.count());
+  put(out, run.lock);
+  put(out, run.fence ? std::to_string(*run.fence) : std::string());
+  put(out, run.outcome);
+  put_number(out, run.exit_code);
+}
+
+// A count of items that follow, each of at least 2 bytes ("0:,"): bounded by what is left of the text.
+std::size_t count(Fields& fields, std::size_t left) {
+  const auto n = fields.number();
+  if (static_cast<std::size_t>(n) > left / 2) throw usage_error("the orphaned-lock release request has a bad count");
+  return static_cast<std::size_t>(n);
+}
+
+std::optional<std::int64_t> optional_number(Fields& fields) {
+  const auto text = fields.next();
+  if (text.empty()) return std::nullopt;
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw usage_error("the orphaned-lock release request has a malformed number");
+  }
+  return value;
+}
+
+RunRecord next_run(Fields& fields, std::size_t left) {
+  RunRecord run;
+  for (auto* field : {&run.id, &run.name, &run.process, &run.host, &run.user})
+    *field = fields.next();
+  for (auto n = count(fields, left); n > 0; --n)
+    run.command.push_back(fields.next());
+  if (const auto started = optional_number(fields)) run.started_at = ServerTime(Millis(*started));
+  run.waited = Millis(fields.number());
+  run.lock = fields.next();
+  run.fence = optional_number(fields);
+  run.outcome = fields.next();
+  run.exit_code = static_cast<int>(fields.number());
+  return run;
+}
+
+} // namespace
+
 std::string encode_orphan_request(const OrphanRequest& request) {
   std::string out;
   put(out, request.store.uri);
@@ -83,11 +140,27 @@ std::string encode_orphan_request(const OrphanRequest& request) {
   put(out, std::to_string(request.store.operation_timeout.count()));
   put(out, std::to_string(request.holder_pid));
   put(out, std::to_string(request.holder_start));
+  put_number(out, static_cast<std::int64_t>(request.locks.size()));
   for (const auto& lock : request.locks) {
     put(out, lock.program);
     put(out, lock.id);
     put(out, lock.token);
   }
+  // The runs within what release_orphaned() reads: with each command cut to its program when they would
+  // not fit (a run of many names, long arguments), left out when even then (the locks come first).
+  const auto runs_part = [&](bool whole) {
+    std::string part;
+    put_number(part, static_cast<std::int64_t>(request.runs.size()));
+    for (auto run : request.runs) {
+      if (!whole && run.command.size() > 1) run.command.resize(1);
+      put_run(part, run);
+    }
+    return part;
+  };
+  for (const bool whole : {true, false}) {
+    if (auto part = runs_part(whole); out.size() + part.size() <= k_max_request) return out + part;
+  }
+  put_number(out, 0);
   return out;
 }
 
@@ -101,15 +174,40 @@ OrphanRequest decode_orphan_request(std::string_view text) {
   request.store.operation_timeout = Millis(fields.number());
   request.holder_pid = static_cast<int>(fields.number());
   request.holder_start = fields.number();
-  while (!fields.done()) {
+  for (auto n = count(fields, text.size()); n > 0; --n) {
     LockRecord lock;
     lock.program = fields.next();
     lock.id = fields.next();
     lock.token = fields.next();
     request.locks.push_back(std::move(lock));
   }
+  for (auto n = count(fields, text.size()); n > 0; --n)
+    request.runs.push_back(next_run(fields, text.size()));
+  if (!fields.done()) throw usage_error("the orphaned-lock release request has trailing fields");
   return request;
 }
+
+namespace {
+
+// The dead run's history records (prepared by the run: outcome lease-lost), ended now; no purge (the next
+// run does it). A failure is one warning (record_runs()).
+void record_orphaned_runs(MongoStore& store, std::vector<RunRecord> runs, const Log& log) {
+  if (runs.empty()) return;
+  try {
+    const auto now = store.clock().now();
+    for (auto& run : runs) {
+      run.ended_at = now;
+      if (run.started_at) run.duration = std::max(Millis(0), now - *run.started_at);
+    }
+    HistoryPolicy policy;
+    policy.purge_every = std::numeric_limits<std::int64_t>::max();
+    record_runs(store, std::move(runs), policy, now, log);
+  } catch (const Error& e) {
+    log.warning(fmt::format("the run of the dead mongolock was not recorded in the history ({})", e.what()));
+  }
+}
+
+} // namespace
 
 int release_orphaned(std::string_view fd_text, const Log& log) {
   auto request = decode_orphan_request(read_request(fd_text));
@@ -143,6 +241,7 @@ int release_orphaned(std::string_view fd_text, const Log& log) {
                           request.holder_pid, e.what()));
     return k_exit_unavailable;
   }
+  record_orphaned_runs(store, std::move(request.runs), log);
   std::string what;
   if (!released.empty()) what = fmt::format("lock {} released", released);
   if (!kept.empty()) what += fmt::format("{}lock {}", what.empty() ? "" : "; ", kept);

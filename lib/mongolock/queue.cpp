@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace mongolock {
 
@@ -140,7 +141,7 @@ bool WaitQueue::at_head() {
   const auto local = LeaseClock::now();
   const auto tickets = m_store.tickets(m_names);
   std::map<std::string, bool> found;
-  std::map<std::string, int> places; // per name: live tickets ahead of this one so far
+  std::map<std::string, int> places; // per name: live tickets ahead of this one so far, the skipped ones not counted
   std::map<std::string, StaleWatch> watched;
   m_ahead.clear();
   m_read = true;
@@ -153,21 +154,10 @@ bool WaitQueue::at_head() {
     }
     if (found[ticket.name]) continue; // behind us
     if (ticket.expires_at > now) {
-      const int place = ++places[ticket.name];
-      if (place <= m_timing.followers && ticket.expires_at - now > m_timing.ticket_lease + answer_limit()) {
-        // A ticket among the first in line that still has a far waiter's long lease: a live waiter renews
-        // to the short one within far_max of moving up; one that has not for longer is dead (killed far
-        // back) and holds up the line no longer.
-        auto watch = m_stale.find(ticket.id);
-        const bool same = watch != m_stale.end() && watch->second.expires_at == ticket.expires_at;
-        const auto since = same ? watch->second.since : local;
-        watched[ticket.id] = StaleWatch{since, ticket.expires_at};
-        if (local - since >= stale_after()) {
-          m_log.debugf("skipping the queue ticket of {} on '{}': among the first in line, not renewed for {}",
-                       ticket.process, ticket.name, format_duration(stale_after()));
-          continue;
-        }
-      }
+      // A skipped ticket takes no place: the one behind it moves up (a place counted before the skip let
+      // dead waiters far back fill the first places and hold up the line for their whole lease; issue 26).
+      if (skip_as_dead(ticket, now, local, places[ticket.name] + 1, watched)) continue;
+      ++places[ticket.name];
       m_ahead[ticket.name][ticket.id] = ticket.expires_at;
     } else if (ticket.expires_at <= now - m_timing.purge_after) {
       // A dead waiter's ticket: delete it, only if it is still expired (a read-then-write server may
@@ -179,6 +169,34 @@ bool WaitQueue::at_head() {
   }
   m_stale = std::move(watched);
   return head();
+}
+
+bool WaitQueue::skip_as_dead(const TicketRecord& ticket, ServerTime now, LocalTime local, int place,
+                             std::map<std::string, StaleWatch>& watched) const {
+  const auto seen = m_stale.find(ticket.id);
+  const bool same = seen != m_stale.end() && seen->second.expires_at == ticket.expires_at;
+  const auto left = ticket.expires_at - now;
+  // A far waiter's long lease (as first seen with this expiry: it only shrinks from there).
+  if (!same && left <= m_timing.ticket_lease + answer_limit()) return false;
+  std::optional<LocalTime> front_since;
+  if (place <= m_timing.followers) front_since = same && seen->second.front_since ? seen->second.front_since : local;
+  watched[ticket.id] = StaleWatch{front_since, ticket.expires_at};
+  // Among the first in line with a far waiter's long lease: a live waiter renews to the short one within
+  // far_max of moving up; one that has not for longer is dead (killed far back).
+  if (front_since && local - *front_since >= stale_after()) {
+    m_log.debugf("skipping the queue ticket of {} on '{}': among the first in line, not renewed for {}", ticket.process,
+                 ticket.name, format_duration(stale_after()));
+    return true;
+  }
+  // Anywhere in line: a live far waiter renews every 3/8 of its lease; one overdue by renewal_overdue() is
+  // dead, so that dead waiters far back are skipped together, not one after another once the line reaches
+  // each of them (four or more killed far back held a free lock ~20 s; issue 26 item 9).
+  if (ticket.expires_at - m_timing.far_ticket_lease + renewal_overdue() <= now) {
+    m_log.debugf("skipping the queue ticket of {} on '{}': its far lease was not renewed for {}", ticket.process,
+                 ticket.name, format_duration(renewal_overdue()));
+    return true;
+  }
+  return false;
 }
 
 bool WaitQueue::passed(const std::string& name, const std::string& ticket) {

@@ -25,6 +25,7 @@
 #include <mongolock/log.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,11 +131,19 @@ public:
   // match the same ticket).
   [[nodiscard]] Millis answer_limit() const { return m_timing.purge_after / 2; }
 
+  // How long past its last renewal (server clock) a far waiter's ticket counts as dead wherever it is in
+  // line: a live far waiter renews every 3/8 of far_ticket_lease (9 s), plus push_check (its step) and
+  // 2 x answer_limit() (the renewal's answer, and slack) = 12.5 s.
+  [[nodiscard]] Millis renewal_overdue() const {
+    return m_timing.far_ticket_lease * 3 / 8 + m_timing.push_check + 2 * answer_limit();
+  }
+
   // Reads the queue of every joined name (one find) and remembers the live tickets ahead of this waiter;
   // true when there are none on any name (head()). Deletes dead tickets found ahead of it (expired
-  // `purge_after` ago). Skips (without deleting) a ticket among the first `followers` in line that has
-  // kept a far waiter's long lease, unrenewed, for stale_after() of this waiter's reads: its waiter died
-  // far back (a live one renews to the short lease once it moves up). Throws Error (69).
+  // `purge_after` ago). Skips (without deleting) a ticket with a far waiter's long lease that is dead: it
+  // has kept that lease, unrenewed, among the first `followers` in line for stale_after() of this waiter's
+  // reads (a live one renews to the short lease once it moves up), or it is renewal_overdue() past its last
+  // renewal. A skipped ticket takes no place in line: the one behind it moves up. Throws Error (69).
   [[nodiscard]] bool at_head();
 
   // Ticket `ticket` of lock `name` has left the line (a wake-up event: the lock it was taken with was
@@ -173,13 +182,17 @@ private:
   Millis m_lease{0}; // the lease the tickets were last given (join: ticket_lease)
   // Per name: the live tickets ahead of this waiter (_id -> expires_at), as read and since passed.
   std::map<std::string, std::map<std::string, ServerTime>> m_ahead;
-  // Tickets among the first `followers` in line that still had a far waiter's long lease when read: since
-  // when (local time) this waiter has seen them so, with that same expiry (at_head()).
+  // Tickets ahead that had a far waiter's long lease when read, with that expiry, and since when (local
+  // time) this waiter has seen them so among the first `followers` in line (at_head()).
   struct StaleWatch {
-    LocalTime since;
+    std::optional<LocalTime> front_since;
     ServerTime expires_at;
   };
   std::map<std::string, StaleWatch> m_stale;
+  // True when at_head() skips `ticket` (at `place` in line, the skipped ones not counted) as a dead far
+  // waiter's; records it in `watched`.
+  [[nodiscard]] bool skip_as_dead(const TicketRecord& ticket, ServerTime now, LocalTime local, int place,
+                                  std::map<std::string, StaleWatch>& watched) const;
   bool m_read = false;   // at_head() ran since joining
   bool m_front = false;  // joined at the front (run --replace)
   bool m_passed = false; // at the front, rejoined after a newer replacing run had joined: superseded()

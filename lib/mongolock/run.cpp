@@ -79,6 +79,33 @@ public:
 
   [[nodiscard]] bool finished() const { return m_finished; }
 
+  // The records the guardian's `__release-orphaned` writes when mongolock dies while the job runs
+  // (OrphanRequest::runs; issue 26 item 12): as write() would, the command starting now (server clock
+  // `clock`), outcome lease-lost with `exit_code` (mongolock's own status is not known then); none with
+  // --no-history. The same _id as this recorder's: a run whose mongolock lives never has both.
+  [[nodiscard]] std::vector<RunRecord> orphan_records(const ServerClock& clock, int exit_code) const {
+    std::vector<RunRecord> runs;
+    if (!m_options.history.enabled) return runs;
+    const auto now = LeaseClock::now();
+    for (std::size_t i = 0; i < m_names.size(); ++i) {
+      RunRecord run;
+      run.id = m_ids[i];
+      run.name = m_names[i];
+      run.process = holder_identity(getpid());
+      run.host = host_name();
+      run.user = user_name();
+      run.command = m_command;
+      run.started_at = clock.at(now);
+      run.waited = m_waited.value_or(std::chrono::duration_cast<Millis>(now - m_began));
+      run.outcome = std::string(outcome_name(Outcome::lease_lost));
+      run.exit_code = exit_code;
+      if (const auto lock = m_locks.find(run.name); lock != m_locks.end()) run.lock = lock->second;
+      if (const auto fence = m_fences.find(run.name); fence != m_fences.end()) run.fence = fence->second;
+      runs.push_back(std::move(run));
+    }
+    return runs;
+  }
+
   // Writes the record of outcome `outcome` (history through `store`; the metrics file) and returns
   // `exit_code`. A null `store` means the server did not answer just now (or was never reached): the
   // history is not tried, since it would only hold up the exit (a warning says so unless the outcome is error). `ended`
@@ -361,14 +388,28 @@ private:
     spec.start_by = lease_deadline(m_store, locks(), m_policy.lease);
     spec.no_new_privs = m_options.no_new_privs;
     spec.holder_fd = m_holder_file.fd();
-    spec.orphan_request = encode_orphan_request(
-        OrphanRequest{.store = m_config, .locks = locks(), .holder_pid = getpid(), .holder_start = m_self.pid_start});
+    spec.orphan_request = encode_orphan_request(OrphanRequest{.store = m_config,
+                                                              .locks = locks(),
+                                                              .holder_pid = getpid(),
+                                                              .holder_start = m_self.pid_start,
+                                                              .runs = orphan_records()});
     if (m_policy.on_lost != OnLost::ignore) {
       // The guardian's watchdog: armed from the start with the acquisition's deadline.
       spec.deadline = spec.start_by;
       spec.kill_grace = m_policy.on_lost == OnLost::term ? m_policy.lease.kill_grace : Millis(0);
     }
     return spec;
+  }
+
+  // The history records of this run should mongolock die (RunRecorder::orphan_records()); none when the
+  // server's clock cannot be read now (the start then fails on it anyway).
+  std::vector<RunRecord> orphan_records() {
+    try {
+      return m_recorder.orphan_records(m_store.clock(), m_options.lost_exit_code);
+    } catch (const Error& e) {
+      m_log.debugf("no history record prepared for the guardian ({})", e.what());
+      return {};
+    }
   }
 
   // Starts the command under its guardian, unless the lease has already ended.
@@ -449,16 +490,46 @@ private:
   // run --once-per whose job succeeded with the lease held: the success is recorded while the locks are
   // still held and only then are they released, so whichever run takes them next reads it (issue #19:
   // recorded after the release, a slow link let a second host run the job again within the period). The
-  // record says ok, as the job did; a release that finds a lock gone or cannot reach the server still
+  // record says ok, as the job did, only when it is written before the lease's renew deadline: the history
+  // calls are cut at that deadline (CallLimits), so an `ok` that reaches the server was sent while the lease
+  // held (issue 26 item 8: mongolock stopped past TTL + grace after the job, another host took the lock,
+  // found no success and ran; an `ok` written on resume counted as the period's success). Past the
+  // deadline: finish_once_per_late(). A release that finds a lock gone or cannot reach the server still
   // exits 76 / 69 as without --once-per.
   int finish_once_per(const RunOutcome& result, std::optional<LocalTime> ended) {
+    const auto left = std::chrono::floor<Millis>(result.deadline - LeaseClock::now());
+    if (left <= Millis(0)) return finish_once_per_late(result, ended);
     m_recorder.defer_purge();
+    m_store.reconnect(CallLimits{left, left});
     m_recorder.finish(&m_store, Outcome::ok, k_exit_ok, ended, result.command_signal);
+    m_store.reconnect(std::nullopt);
+    if (LeaseClock::now() >= result.deadline) {
+      m_log.warning(fmt::format(
+          "the job succeeded, but the lease's renew deadline passed {} ago while the run recorded it (mongolock was "
+          "stopped or starved, or the server was slow): a record cut at the deadline was not written, and another run "
+          "may take the lock and run the job again this period (--once-per)",
+          format_duration(std::chrono::duration_cast<Millis>(LeaseClock::now() - result.deadline))));
+      (void)release_after_run(m_locker, locks(), m_log, /*lease_lost=*/true);
+      return m_options.lost_exit_code;
+    }
     const auto released = release_after_run(m_locker, locks(), m_log);
     if (released != RunRelease::failed) m_recorder.purge_deferred(m_store);
     if (released == RunRelease::released) return k_exit_ok;
     m_log.warning("the run was recorded as succeeded before the release: the job ended with its lease held");
     return released == RunRelease::gone ? m_options.lost_exit_code : k_exit_unavailable;
+  }
+
+  // run --once-per whose job succeeded, but the renew deadline had passed before the run could record it
+  // (mongolock did not run): the lease may have ended and another host taken the lock, found no success and
+  // run the job. Recorded as lease-lost (never as the period's success), exit --lost-exit-code (76).
+  int finish_once_per_late(const RunOutcome& result, std::optional<LocalTime> ended) {
+    m_log.warning(fmt::format(
+        "the job succeeded, but the lease's renew deadline had passed {} ago before the run could record it "
+        "(mongolock was stopped or starved): recorded as lease-lost, not as this period's success (--once-per); "
+        "another run may have taken the lock and run the job again",
+        format_duration(std::chrono::duration_cast<Millis>(LeaseClock::now() - result.deadline))));
+    (void)release_after_run(m_locker, locks(), m_log, /*lease_lost=*/true);
+    return m_recorder.finish(&m_store, Outcome::lease_lost, m_options.lost_exit_code, ended, result.command_signal);
   }
 
   // run --replace, stopped for a newer replacing run: release (waking the queue, where the replacing run

@@ -162,8 +162,16 @@ private:
     }
   }
 
+  // This run's own ticket, by its _id (LockRecord::ticket: the ticket a lock was taken with, deleted after
+  // the start). Never by `process`: "host:pid" is not unique (containers that share a host name, mongolock
+  // PID 1 in each: both "vm:1"; issue 26 item 7).
+  [[nodiscard]] bool own_ticket(const TicketRecord& ticket) const {
+    return std::any_of(m_locks.begin(), m_locks.end(),
+                       [&](const LockRecord& lock) { return !lock.ticket.empty() && lock.ticket == ticket.id; });
+  }
+
   // run --replace: reads the queue of the run's names (one find, bounded to finish before the renewal due
-  // at `next`, at most 1 s); a live ticket of a replacing run of another process: replaced(), unless this
+  // at `next`, at most 1 s); a live ticket of a replacing run other than this run's own: replaced(), unless this
   // run took the lock as a replacing run that joined after it (LockRecord::replace_seq: an older replacing
   // run that missed being passed finds itself superseded when it reads this lock). Errors only
   // delay it to the next check.
@@ -182,7 +190,7 @@ private:
       const auto now = store.clock().earliest_now();
       const auto own = m_locks.front().replace_seq; // taken as a replacing run: only a newer one (lower) counts
       for (const auto& ticket : store.tickets(names)) {
-        if (!WaitQueue::is_replace(ticket) || ticket.expires_at <= now || ticket.process == m_locks.front().process ||
+        if (!WaitQueue::is_replace(ticket) || ticket.expires_at <= now || own_ticket(ticket) ||
             (own && ticket.seq >= *own)) {
           continue;
         }
@@ -340,6 +348,7 @@ public:
       forward_signals();
     }
     m_heartbeat.stop();
+    m_outcome.deadline = m_heartbeat.deadline();
     return m_outcome;
   }
 

@@ -35,6 +35,9 @@ struct RunOutcome {
   bool stalled = false;    // ...because mongolock itself was stopped or starved of CPU past the deadline
   bool timed_out = false;  // --timeout stopped the command
   std::string replaced_by; // run --replace: the replacing run ("host:pid") that stopped the command; "" if none
+  // The lease's renew deadline (LeaseClock) when the heartbeat stopped: after it, the lease may have ended
+  // on the server and another host taken the lock (run --once-per records a success only before it).
+  LocalTime deadline{};
 };
 
 // The local time (LeaseClock) by which the job must be stopped unless a renewal succeeds: the earliest

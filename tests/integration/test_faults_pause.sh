@@ -106,6 +106,42 @@ whole_holder_stopped() {
     fail_with "mongolock exited $((a_exit - death))ms after its job died (kill grace + 1 s: $((KILL_GRACE_MS + 1000))ms)" stderr "$T/a.err"
 }
 
+# run --once-per (issue 26 item 8): the job succeeds, then mongolock is stopped before it has recorded the
+# success, for longer than TTL + grace; another host takes the lock, finds no success and runs the job;
+# mongolock resumes. Its "ok" must not be written now (it would count as the period's success although
+# written after the lease ended): the history calls are cut at the lease's renew deadline. Exit 76, and the
+# message says the success was not recorded in time. On c0ee138 it wrote "ok" and said "recorded as
+# succeeded before the release".
+once_per_success_after_the_lease() {
+  local name a deadline
+  need_other_host
+  name=$(lock_name)
+  server_start
+  proxy_start
+  start_holder a "$PROXY_URI" "$name" 1 --ttl "$TTL" --once-per 1h
+  a=$HOLDER_PID
+  wait_acquired a
+  proxy delay 300 # a round trip takes 600 ms: time to stop mongolock between its job's end and its record
+  deadline=$(($(now_ms) + 20000))
+  until grep -q "command exited with status 0" "$T/a.err"; do
+    (($(now_ms) < deadline)) || fail_with "the job did not end" stderr "$T/a.err"
+    sleep 0.005
+  done
+  kill -STOP "$a"
+  python3 "$ITEST_DIR/mongo.py" runs "$name" >"$T/runs"
+  assert_eq "$(json "$T/runs" 'len(d)')" 0 "runs recorded before mongolock was stopped (the stop came too late)"
+  start_contender b "$name" 1 --ttl "$TTL" --once-per 1h
+  expect_exit_code 0 "$CONTENDER_PID" b 30
+  kill -CONT "$a"
+  expect_exit_code 76 "$a" a 15
+  python3 "$ITEST_DIR/mongo.py" runs "$name" >"$T/runs"
+  assert_eq "$(json "$T/runs" '[r["host"] for r in d if r["outcome"] == "ok"]')" "[\"$CONTENDER_HOST\"]" \
+    "the hosts of the successes recorded"
+  assert_matches "$T/a.err" "^mongolock: warning: the job succeeded, but the lease's renew deadline (had )?passed "
+  assert_not_contains "$T/a.err" "recorded as succeeded before the release"
+  result "--once-per, mongolock stopped after its job: $(json "$T/runs" '" ".join(r["outcome"] + "@" + r["host"] for r in d)')"
+}
+
 # The guardian alone stopped by a signal (kill -STOP), without a terminal (cron, systemd): no shell could
 # continue mongolock, so it does not stop itself (job control) but renews the lease. A short stop changes
 # nothing; nor does a stop past the deadline the guardian knew of (issue 26: it SIGKILLed the healthy job
@@ -144,6 +180,7 @@ guardian_stopped_without_terminal() {
 }
 
 run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped
+run_case "--once-per: a success recorded after the lease ended does not count; exit 76" once_per_success_after_the_lease
 run_case "the guardian stopped by a signal, no terminal: mongolock renews, no hang; past its deadline: the job runs on" \
   guardian_stopped_without_terminal
 run_case "mongolock stopped > TTL, job ignores SIGTERM: killed before the lease ends; no overlap; exit 76" mongolock_stopped --ignore-term

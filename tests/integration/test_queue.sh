@@ -180,6 +180,33 @@ killed_far_waiter_skipped_before_its_lease() {
   ((after <= 17000)) || fail "the dead far waiter held up the line for ${after}ms (its lease: 24 s)"
 }
 
+# Four waiters killed with SIGKILL far back (issue 26 item 9): skipped together, within about 10 to 13 s
+# of the kill, not one after another (on c0ee138 the skipped tickets still took places 1-3, so the fourth
+# dead one held up the line for the rest of its 24 s lease: ~20 s).
+killed_far_waiters_skipped_together() {
+  local name i pids=() killed_at started_at
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  for i in 1 2 3 4 5 6 7 8; do
+    start_bg "k$i" ml run "$name" --wait 60s -- sh -c 'echo "$2" >>"$1/order"' _ "$T" "k$i"
+    pids+=("$BG_PID")
+    wait_until 10 tickets_are "$name" "$i"
+  done
+  sleep 3 # k4-k8 have read the queue and renewed (1.5 s after joining): far back, with the long lease
+  kill -KILL "${pids[3]}" "${pids[4]}" "${pids[5]}" "${pids[6]}"
+  killed_at=$(now_ms)
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  for i in 1 2 3 8; do
+    expect_bg_exit 0 "${pids[i - 1]}" "k$i"
+  done
+  started_at=$(now_ms)
+  assert_eq "$(order)" "k1 k2 k3 k8" "who ran"
+  local after=$((started_at - killed_at))
+  printf '# result: four waiters killed far back held up the line %d ms\n' "$after"
+  ((after >= 7000)) || fail "k8 ran ${after}ms after the kill, before the dead tickets were judged dead"
+  ((after <= 15000)) || fail "four dead far waiters held up the line for ${after}ms (man page: about 10 to 13 s)"
+}
+
 wait_timeout_removes_ticket() {
   local name
   name=$(lock_name)
@@ -437,6 +464,7 @@ run_case "a release wakes the head of the queue at once; an un-waited release is
 run_case "a running holder marks its own lock for waiters; waiters never write a lock document" run_holder_marks_itself
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
 run_case "a waiter killed far back is skipped once it keeps its long lease among the first in line" killed_far_waiter_skipped_before_its_lease
+run_case "four waiters killed far back are skipped together, within about 10 to 13 s" killed_far_waiters_skipped_together
 run_case "a --wait timeout removes the ticket (acquire and run)" wait_timeout_removes_ticket
 run_case "SIGTERM to a waiting run removes its ticket" sigterm_removes_ticket
 run_case "SIGTERM, SIGINT, SIGHUP end acquire --wait with 128+N and delete its ticket at once" sigterm_removes_acquire_ticket

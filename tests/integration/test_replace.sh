@@ -152,6 +152,39 @@ from_another_host() {
   assert_matches "$T/a.err" "replaced by a newer run on host-b:[0-9]+; stopping the command"
 }
 
+# Two containers that share a host name, mongolock PID 1 in each (both "vm:1"; issue 26 item 7): the
+# holder recognises its own ticket by its seq, not by `process`, so the newer run replaces it; the
+# history records each run with its boot id and PID namespace. Fails on c0ee138: the holder skipped the
+# newer run's ticket as its own and the newer run waited its whole --wait (exit 75).
+container_run() { # LABEL SCRIPT [RUN OPTIONS...] : mongolock PID 1 of a new PID and UTS namespace (host vm)
+  local label=$1 script=$2
+  shift 2
+  start_bg "$label" unshare --uts --pid --fork --mount-proc sh -c 'hostname vm && exec "$@"' _ \
+    "$MONGOLOCK_BIN" run "$NAME" "$@" -- sh -c "$script" "$label" "$T/log" ""
+}
+same_name_and_pid_containers() {
+  unshare --uts --pid --fork --mount-proc true 2>/dev/null ||
+    skip "containers need unshare --uts --pid --fork --mount-proc (root)"
+  NAME=$(lock_name)
+  : >"$T/log"
+  container_run a "$(job)" --replace
+  local a=$BG_PID
+  wait_until 10 started a || fail_with "the first container's job did not start" a "$T/a.err"
+  read_doc "$NAME"
+  assert_eq "$(doc_field process)" "vm:1" "the holder's process (PID 1 in its container)"
+  # From this host's PID namespace, "vm:1" is not this host's PID 1: its liveness is not known here.
+  expect_exit 0 -- ml status "$NAME"
+  assert_not_contains "$OUT" "holder alive"
+  container_run b 'echo start $0 $(date +%s%3N) >>"$1"; sleep 1' --replace --wait 20s
+  local b=$BG_PID
+  wait_until 15 started b || fail_with "the newer run in the other container did not replace the holder" \
+    a "$T/a.err" b "$T/b.err"
+  expect_bg_exit 75 "$a" a
+  grep -q "^term a " "$T/log" || fail "the replaced job got no SIGTERM: $(cat "$T/log")"
+  assert_matches "$T/a.err" "replaced by a newer run on vm:1; stopping the command"
+  expect_bg_exit 0 "$b" b
+}
+
 # Seqs another program wrote: a replace_seq of a foreign type or beyond the int64 range is read clamped
 # (a double of 1e308 is the highest seq: any replacing run is newer), and a seq at an end of the int64
 # range, which leaves no seq beyond it, is refused in one line naming it (69), without an overflow.
@@ -197,6 +230,7 @@ run_case "run --replace: ahead of waiters that queued first" ahead_of_waiters
 run_case "run --replace: a holder without --replace runs to its end; the newest replacing run wins" only_replaceable_holders
 run_case "run --replace: only a newer replacing run stops a replacing holder" only_newer_replacing_runs
 run_case "run --replace from another host" from_another_host
+run_case "run --replace between containers that share a host name and PID (both vm:1)" same_name_and_pid_containers
 run_case "run --replace: seqs another program wrote (foreign types, the ends of int64)" hostile_seqs
 run_case "run --replace with --slots: 64; --wait bounds the wait" bad_combinations
 finish

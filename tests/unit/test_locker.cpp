@@ -163,6 +163,33 @@ TEST_CASE("A late copy of an older renewal matches nothing: the expiry never mov
   }
 }
 
+TEST_CASE("A heartbeat renewal that lands after a release into the minimum hold does not move its expiry back") {
+  // Issue 26 item 10: its error came back early while the request was still on its way; it reaches the
+  // server after the run released into --min-hold. It must match nothing (the document is released), or
+  // it would move expires_at back from the hold's end to its send time + TTL.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto r = request("job", "a:1", 30s);
+    r.min_hold = 120s;
+    auto lock = holder.try_acquire(r);
+    REQUIRE(lock);
+    const auto in_flight = *lock; // the holder's state when it sent the renewal
+    const auto sent = LeaseClock::now();
+    const auto released = holder.release(LockSelector{.program = "job", .id = lock->id, .token = lock->token});
+    REQUIRE(released.kind == ReleaseOutcome::min_hold);
+    const auto hold_end = store.documents().at("job").expires_at;
+    CHECK(hold_end == store.documents().at("job").hold_until);
+    auto late = in_flight;
+    CHECK_FALSE(holder.renew(late, 30s, sent)); // arrives now, after the release
+    CHECK(store.documents().at("job").expires_at == hold_end);
+    // The store itself refuses it, whoever builds the filter.
+    CHECK(store.renew(LockSelector{.program = "job", .id = lock->id, .token = lock->token}, store.clock().now() + 30s,
+                      store.clock().now(), 30s) == 0);
+    CHECK(store.documents().at("job").expires_at == hold_end);
+  }
+}
+
 TEST_CASE("A release of a lock nobody waits for is one write") {
   MemoryStore store;
   Locker locker(store, quiet);

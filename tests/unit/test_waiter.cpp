@@ -287,6 +287,56 @@ TEST_CASE("A ticket that keeps a far waiter's long lease among the first in line
   CHECK(w2.position() == 2);
 }
 
+TEST_CASE("Four dead far waiters ahead are skipped together, not one after another (issue 26 item 9)") {
+  MemoryStore store;
+  QueueTiming t;
+  t.followers = 3;
+  t.far_max = 10ms; // stale_after() = far_max + push_check + 2 x answer_limit() = 40 ms here
+  t.push_check = 10ms;
+  t.purge_after = 20ms;
+  t.ticket_lease = 100ms;
+  t.far_ticket_lease = 400ms;
+  const auto overdue = 180ms; // WaitQueue::renewal_overdue(): 3/8 x 400 + push_check 10 + 2 x answer_limit 10
+  const auto plant = [&](std::int64_t seq, Millis lease) {
+    TicketRecord ticket;
+    ticket.name = "job";
+    ticket.seq = seq;
+    ticket.process = "d:" + std::to_string(seq);
+    ticket.since = store.clock().now();
+    ticket.expires_at = store.clock().now() + lease;
+    REQUIRE(store.insert_ticket(ticket));
+    return ticket;
+  };
+  for (std::int64_t seq = 1; seq <= 4; ++seq)
+    (void)plant(seq, t.far_ticket_lease); // killed far back just after a renewal; the line has reached them
+  // Live waiters behind them: three that renew to the short lease (the first in line once the dead ones
+  // are skipped) and one far back that renews its far lease every 3/8 of it.
+  std::vector<TicketRecord> live;
+  for (std::int64_t seq = 6; seq <= 8; ++seq)
+    live.push_back(plant(seq, t.ticket_lease));
+  const auto far = plant(9, t.far_ticket_lease);
+  WaitQueue w(store, quiet, t);
+  w.join({"job"}, "w:10");
+  const auto began = LeaseClock::now();
+  CHECK_FALSE(w.at_head());
+  CHECK(w.position() == 9);
+  // Until the dead ones are renewal_overdue() past their last renewal (the first three may go sooner: among
+  // the first in line for stale_after()); the live ones renew on time and never count as dead.
+  while (LeaseClock::now() - began < overdue + 40ms) {
+    std::this_thread::sleep_for(10ms);
+    const auto now = store.clock().now();
+    for (const auto& ticket : live)
+      REQUIRE(store.renew_ticket(ticket.id, now, now + t.ticket_lease) == 1);
+    REQUIRE(store.renew_ticket(far.id, now, now + t.far_ticket_lease) == 1);
+    (void)w.at_head();
+  }
+  // All four dead ones are skipped by now: ahead are the three live ones and the far one. On c0ee138 the
+  // skipped tickets still took places 1-3, so the fourth dead one stayed at place 4, never watched, and
+  // held up the line until its lease ended.
+  CHECK(w.position() == 5);
+  CHECK(store.tickets({"job"}).size() == 9);
+}
+
 TEST_CASE("A replacing run joins at the front; a newer one passes it (run --replace)") {
   MemoryStore store;
   WaitQueue a(store, quiet);

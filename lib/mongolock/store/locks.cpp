@@ -180,8 +180,12 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
   auto& impl = *m_impl;
   // findAndModify rather than update: both MongoDB and FerretDB v1 honour its maxTimeMS (FerretDB ignores it
   // on update), so a renewal the server could not finish in time is aborted rather than written late.
+  // Never a released document (released_at set: its expiry is the end of the minimum hold), whoever built
+  // the selector: a renewal that arrives after the release would move that expiry back.
+  auto live = which;
+  live.not_released = true;
   Bson selector;
-  append_selector(selector.get(), which);
+  append_selector(selector.get(), live);
   Bson command;
   BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
   BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
