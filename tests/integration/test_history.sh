@@ -278,6 +278,19 @@ list_in_four_finds() {
   assert_eq "$(json "$OUT" "[[l['name'], l['last_run']['exit_code']] for l in d if l['last_run'] and l['name'].startswith('many-')]")" \
     "$(python3 -c 'import json, sys; print(json.dumps(sorted([[n, i] for i, n in enumerate(sys.argv[1:])])))' "${names[@]:0:3}")" \
     "each name's last run"
+  # A run that ended after the summaries: the next list finds it (the runs since each summary) and
+  # brings that one summary up to date; the one after reads it from the summary.
+  ml release "${names[0]}" --process "$HOST:4242" || fail "release ${names[0]}"
+  expect_exit 5 -- ml run "${names[0]}" -- sh -c 'exit 5'
+  ml acquire "${names[0]}" --ttl 5m --process "$HOST:4242" >/dev/null || fail "acquire ${names[0]}"
+  commands_of 0 list --json >/dev/null
+  assert_contains "$ERR" "server commands: 6 (endSessions 1, find 4, update 1)"
+  assert_eq "$(json "$OUT" "[l['last_run']['exit_code'] for l in d if l['name'] == '${names[0]}']")" "[5]" \
+    "the newer run, found past its summary"
+  commands_of 0 list --json >/dev/null
+  assert_contains "$ERR" "server commands: 5 (endSessions 1, find 4)"
+  assert_eq "$(json "$OUT" "[l['last_run']['exit_code'] for l in d if l['name'] == '${names[0]}']")" "[5]" \
+    "the newer run, from its summary"
   for i in "${names[@]}"; do ml release "$i" --process "$HOST:4242" || fail "release $i"; done
 }
 
