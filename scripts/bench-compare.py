@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/bench --compare: the current build against a baseline build, side by side in one run.
 
-    bench-compare.py CURRENT BASELINE FLOOR RUNS [--contention]
+    bench-compare.py CURRENT BASELINE FLOOR RUNS [--contention | --only-contention]
 
 CURRENT, BASELINE: mongolock binaries; FLOOR: scripts/bench-floor.c built (the commands an executed run
 needs, with libmongoc). The server is MONGOLOCK_TEST_URI (scripts/test-server starts it). Every figure is
@@ -30,6 +30,7 @@ import pymongo
 
 current, baseline, floor, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 with_contention = "--contention" in sys.argv[5:]
+only_contention = "--only-contention" in sys.argv[5:]  # the one-shot sections left out
 uri = os.environ["MONGOLOCK_TEST_URI"]
 COLLECTION = f"cmp{os.getpid()}"
 env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOLOCK_")}
@@ -141,10 +142,18 @@ def burst(prefix, hold, tmp, tag, waiters=8):
     """One round: gaps (ms) between one job's end and the next one's start, `waiters` queued behind a holder."""
     log = os.path.join(tmp, f"burst-{tag}")
     go = os.path.join(tmp, f"go-{tag}")
-    holder = subprocess.Popen([*hold, "bash", "-c", f'while [ ! -e "{go}" ]; do sleep 0.01; done;'
+    started = os.path.join(tmp, f"started-{tag}")
+    holder = subprocess.Popen([*hold, "bash", "-c", f'touch "{started}"; while [ ! -e "{go}" ]; do sleep 0.01; done;'
                                f' echo "e $EPOCHREALTIME holder" >>"{log}"'], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    # The holder must hold before the waiters come (on a loaded machine its start can take longer than
+    # a waiter's): wait for its job to start.
+    for _ in range(3000):
+        if os.path.exists(started) or holder.poll() is not None:
+            break
+        time.sleep(0.01)
+    if not os.path.exists(started):
+        sys.exit(f"bench: error: the holder {' '.join(hold)} did not start its job")
     procs = []
     for i in range(waiters):
         procs.append(subprocess.Popen([*prefix, "bash", "-c", JOB, "_", f"w{i}", log], env=env,
@@ -219,10 +228,11 @@ def main():
                 tools["etcdctl lock"] = ["etcdctl", "--endpoints", endpoint, "lock", "one", "--", "true"]
             else:
                 print("  etcd is not installed (scripts/setup --bench): no etcdctl lock row")
-            one_shot(tools, "empty history")
-            plant_history()
-            one_shot(tools, "after 10,000 stored runs of ten names")
-            if with_contention:
+            if not only_contention:
+                one_shot(tools, "empty history")
+                plant_history()
+                one_shot(tools, "after 10,000 stored runs of ten names")
+            if with_contention or only_contention:
                 ctools = {"current": ([current, "run", "c-cur", "--wait", "forever", "--"], [current, "run", "c-cur", "--"]),
                           "baseline": ([baseline, "run", "c-base", "--wait", "forever", "--"],
                                        [baseline, "run", "c-base", "--"])}
