@@ -305,15 +305,15 @@ commands_of() {
 
 # run_commands_of WANT-EXIT ARGS...: as commands_of for `mongolock -vv run ARGS`, less the wake-up event's
 # insert: a run that held its lock 150 ms or longer appends one by design (Locker::wakes_waiters), which
-# `true` does on a loaded machine. $EVENTS is how many it sent (0 or 1 per name; its insert goes to the
-# events collection, seen in the -vv trace).
+# `true` does on a loaded machine. events_sent prints how many the last one sent (its insert goes to the
+# events collection, seen in the -vv trace in $ERR).
 run_commands_of() {
   local want=$1 total
   shift
   total=$(commands_of "$want" -vv run "$@")
-  EVENTS=$(grep -c "command insert sent to .*_events$" "$ERR" || true)
-  echo $((total - EVENTS))
+  echo $((total - $(events_sent)))
 }
+events_sent() { grep -c "command insert sent to .*_events$" "$ERR" || true; }
 
 no_history_and_command_count() {
   local name without with
@@ -326,7 +326,9 @@ no_history_and_command_count() {
   without=$(run_commands_of 0 "$name" --no-history -- true)
   with=$(run_commands_of 0 "$name" -- true)
   assert_eq "$with" "$((without + 1))" "commands of a run with history (without: $without)"
-  assert_contains "$ERR" "server commands: $((5 + EVENTS)) (createIndexes 1, endSessions 1, findAndModify 1, insert $((2 + EVENTS)))"
+  local events
+  events=$(events_sent)
+  assert_contains "$ERR" "server commands: $((5 + events)) (createIndexes 1, endSessions 1, findAndModify 1, insert $((2 + events)))"
   assert_not_contains "$ERR" "command find sent"
   assert_not_contains "$ERR" "command update sent"
   # A skipped run adds one insert too.
