@@ -99,7 +99,7 @@ def one_shot(tools, label):
     for name in tools:
         ratio = statistics.median(c / o for c, o in zip(times["current"], times[name]))
         print(f"  {name:<26} {statistics.median(times[name]):>6.1f} ms  {ratio:>30.2f}x")
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
 
 
 def plant_history(count=10_000, names=10):
@@ -191,6 +191,8 @@ def percentile(values, p):
 
 
 def contention(tools, tmp, rounds=5):
+    # A collection of its own: the 10,000 planted runs would make the baseline's every run scan them.
+    env["MONGOLOCK_COLLECTION"] = COLLECTION + "c"
     gaps = {name: [] for name in tools}
     waits = {name: [] for name in tools}
     order = list(tools)
@@ -231,7 +233,20 @@ def main():
             if not only_contention:
                 one_shot(tools, "empty history")
                 plant_history()
-                one_shot(tools, "after 10,000 stored runs of ten names")
+                # The same binary on an empty collection beside it, interleaved: the history's own cost. The
+                # baseline apart (its rounds after these): its find on `_runs` keeps the server busy for
+                # seconds, which would be charged to whatever runs next.
+                empty = f"MONGOLOCK_COLLECTION={COLLECTION}e"
+                base = tools.pop("baseline")
+                tools["current, empty history"] = ["env", empty, current, "run", "one", "--", "true"]
+                times = one_shot(tools, "after 10,000 stored runs of ten names")
+                ratio = statistics.median(a / b for a, b in zip(times["current"], times["current, empty history"]))
+                print(f"  current: 10,000 stored runs / empty history (paired median): {ratio:.2f}x")
+                times = one_shot({"current": tools["current"], "baseline": base,
+                                  "baseline, empty history": ["env", empty, baseline, "run", "one-b", "--", "true"]},
+                                 "after 10,000 stored runs, the baseline")
+                ratio = statistics.median(a / b for a, b in zip(times["baseline"], times["baseline, empty history"]))
+                print(f"  baseline: 10,000 stored runs / empty history (paired median): {ratio:.2f}x")
             if with_contention or only_contention:
                 ctools = {"current": ([current, "run", "c-cur", "--wait", "forever", "--"], [current, "run", "c-cur", "--"]),
                           "baseline": ([baseline, "run", "c-base", "--wait", "forever", "--"],
@@ -245,7 +260,8 @@ def main():
                 etcd.send_signal(signal.SIGTERM)
                 etcd.wait()
     client = pymongo.MongoClient(uri)
-    for suffix in ("", "_runs", "_lastrun", "_queue", "_fences", "_floor"):
+    for suffix in ("", "_runs", "_lastrun", "_queue", "_fences", "_floor", "_floor_runs", "e", "e_runs", "e_lastrun",
+                   "c", "c_runs", "c_lastrun", "c_queue", "c_fences"):
         client[DATABASE].drop_collection(COLLECTION + suffix)
     client.close()
 
