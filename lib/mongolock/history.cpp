@@ -117,33 +117,6 @@ void sample_hosts(SkipFold& fold, const std::set<std::string>& seen) {
   }
 }
 
-// An executed run's record gets the skipped attempts that named its lock, as stored now (one find for all
-// of `runs`). A failure only leaves the counts at 0 (history then counts the attempts still stored).
-void count_skips(RunStore& store, std::vector<RunRecord>& runs, const Log& log) {
-  std::vector<std::string> locks;
-  for (const auto& run : runs) {
-    if (!run.lock.empty() && !is_attempt(run.outcome)) locks.push_back(run.lock);
-  }
-  if (locks.empty()) return;
-  try {
-    const auto skips = store.skips_of(locks, k_max_history_keep);
-    for (auto& run : runs) {
-      if (run.lock.empty() || is_attempt(run.outcome)) continue;
-      SkipFold fold;
-      std::set<std::string> seen;
-      for (const auto& skip : skips) {
-        if (skip.held_lock == run.lock && skip.name == run.name) add_skip(fold, seen, skip);
-      }
-      sample_hosts(fold, seen);
-      run.skips = fold.count;
-      run.skip_hosts = fold.hosts;
-      run.skipped_on = fold.names;
-    }
-  } catch (const Error& e) {
-    log.debugf("the skipped attempts of the run were not counted ({})", e.what());
-  }
-}
-
 // Before a purge may delete attempts of `name`: the executed runs they name get the count of every
 // attempt still stored, when higher than the one they stored (attempts written after the holder counted).
 // Three commands: the attempts, the runs, one update (only of the runs whose count grows).
@@ -197,7 +170,6 @@ void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPoli
                  const Log& log, std::vector<RunRecord>* deferred) {
   if (!policy.enabled || runs.empty()) return;
   const bool executed = !is_attempt(runs.front().outcome);
-  if (executed) count_skips(store, runs, log);
   try {
     store.insert_runs(runs);
     log.debugf("recorded the run in the history of '{}' ({})", runs.front().name, runs.front().outcome);
@@ -207,17 +179,55 @@ void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPoli
   }
   // An attempt stops here: a skipped run of a fleet costs the server one write for the history, no purge.
   if (!executed) return;
-  try {
-    store.record_last_runs(runs);
-  } catch (const Error& e) {
-    log.debugf("the run was not recorded as its names' last run ({})", e.what());
-  }
   if (!one_in(policy.purge_every)) return;
   if (deferred != nullptr) {
     *deferred = std::move(runs);
   } else {
     purge_history(store, runs, policy, now, log);
   }
+}
+
+std::vector<RunRecord> last_runs(RunStore& store, const std::vector<std::string>& names, const Log& log) {
+  if (names.empty()) return {};
+  std::map<std::string, RunRecord> last;
+  for (auto& run : store.last_runs(names))
+    last.insert_or_assign(run.name, std::move(run));
+  std::vector<std::pair<std::string, std::optional<ServerTime>>> since;
+  since.reserve(names.size());
+  for (const auto& name : names) {
+    const auto stored = last.find(name);
+    since.emplace_back(name, stored == last.end() ? std::nullopt : std::optional(stored->second.ended_at));
+  }
+  // Runs that ended since each summary: the newest of each name replaces it (ties by _id, newest first).
+  std::map<std::string, RunRecord> newer;
+  for (auto& run : store.executed_since(since)) {
+    const auto stored = last.find(run.name);
+    if (stored != last.end() && run.ended_at <= stored->second.ended_at) continue;
+    const auto found = newer.find(run.name);
+    if (found == newer.end()) {
+      newer.emplace(run.name, std::move(run));
+    } else if (run.ended_at > found->second.ended_at ||
+               (run.ended_at == found->second.ended_at && run.id > found->second.id)) {
+      found->second = std::move(run);
+    }
+  }
+  std::vector<RunRecord> updated;
+  for (auto& [name, run] : newer) {
+    updated.push_back(run);
+    last.insert_or_assign(name, std::move(run));
+  }
+  if (!updated.empty()) {
+    try {
+      store.record_last_runs(updated);
+    } catch (const Error& e) {
+      log.debugf("the names' last runs were not stored ({}); the next read finds them again", e.what());
+    }
+  }
+  std::vector<RunRecord> out;
+  out.reserve(last.size());
+  for (auto& entry : last)
+    out.push_back(std::move(entry.second));
+  return out;
 }
 
 std::vector<HistoryRow> fold_history(const std::vector<RunRecord>& executed, const std::vector<RunRecord>& attempts,
@@ -325,16 +335,6 @@ std::vector<RunRecord> RunStore::runs_of_kind(std::optional<std::string_view> na
   return out;
 }
 
-std::vector<RunRecord> RunStore::skips_of(const std::vector<std::string>& locks, std::int64_t limit) {
-  std::vector<RunRecord> out;
-  if (locks.empty()) return out;
-  for (auto& run : runs_of_kind(std::nullopt, std::nullopt, k_max_history_keep, RunKind::attempts)) {
-    if (std::cmp_greater_equal(out.size(), limit)) break;
-    if (std::find(locks.begin(), locks.end(), run.held_lock) != locks.end()) out.push_back(std::move(run));
-  }
-  return out;
-}
-
 std::vector<RunRecord> RunStore::runs_holding(std::string_view name, const std::vector<std::string>& locks) {
   auto out = runs_of_kind(name, std::nullopt, k_max_history_keep, RunKind::executed);
   std::erase_if(out, [&locks](const RunRecord& run) {
@@ -346,6 +346,17 @@ std::vector<RunRecord> RunStore::runs_holding(std::string_view name, const std::
 void RunStore::update_skips(const std::vector<RunRecord>& /*runs*/, const std::vector<std::int64_t>& /*was*/) {}
 
 void RunStore::record_last_runs(const std::vector<RunRecord>& /*runs*/) {}
+
+std::vector<RunRecord>
+RunStore::executed_since(const std::vector<std::pair<std::string, std::optional<ServerTime>>>& since) {
+  std::vector<RunRecord> out;
+  for (const auto& [name, after] : since) {
+    for (auto& run : runs_of_kind(name, after, k_max_history_keep, RunKind::executed)) {
+      if (!after || run.ended_at > *after) out.push_back(std::move(run));
+    }
+  }
+  return out;
+}
 
 std::vector<RunRecord> RunStore::last_runs(const std::vector<std::string>& names) {
   std::vector<RunRecord> out;

@@ -65,19 +65,29 @@ void validate_history_policy(const HistoryPolicy& policy);
 // How many hosts' names an executed run keeps of the attempts skipped while it held the lock.
 inline constexpr std::size_t k_skip_host_sample = 5;
 
-// Stores `runs` (one record per lock name of one run) with one insert. An executed run (not an attempt)
-// first reads the skipped attempts that named its lock (RunStore::skips_of(), one find) and keeps their
-// count and hosts in its record (skips, skip_hosts, skipped_on), then records itself as its names' last run
-// (RunStore::record_last_runs(), one update), and on about one call in policy.purge_every (chosen at
-// random) purges (purge_history(); with `deferred`, the runs are left there for the caller to purge later) each name's
-// executed runs beyond policy.keep, its attempts beyond policy.keep (bounded apart, so that skips never push an
-// executed run out) and every run older than policy.max_age (at `now`, server clock). An attempt only inserts (a
-// skipped run: 2 writes in all, the refused lock insert and this). Nothing happens when the policy is disabled or
-// `runs` is empty. Never throws: a failure is one warning line on `log` (the run's exit status does not change).
+// Stores `runs` (one record per lock name of one run) with one insert: the run's only history command
+// on its way out (issue 30: the fold of its skipped attempts is done by the reads, `history` and
+// `list`, and by the purge). On about one call in policy.purge_every (chosen at random) an executed run
+// then purges (purge_history(); with `deferred`, the runs are left there for the caller to purge later) each
+// name's executed runs beyond policy.keep, its attempts beyond policy.keep (bounded apart, so that skips never
+// push an executed run out) and every run older than policy.max_age (at `now`, server clock). An attempt
+// never purges (a skipped run: 2 writes in all, the refused lock insert and this). Nothing happens when the
+// policy is disabled or `runs` is empty. Never throws: a failure is one warning line on `log` (the run's
+// exit status does not change).
 void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log, std::vector<RunRecord>* deferred = nullptr);
 
-// The purge record_runs() does now and then, for the names of `runs` (at `now`, server clock). Never throws:
+// The last executed run of each of `names` that has one (for `list`), read where the read pays for it:
+// the "<collection>_lastrun" summaries (RunStore::last_runs(), one find), the executed runs that ended
+// after each (RunStore::executed_since(), one find: a name without a summary reads its executed runs, at
+// most --history-keep), and when some are newer, the summaries brought up to date
+// (RunStore::record_last_runs(), one update; a failure only leaves that to the next read). Two runs of one
+// name that ended in the same millisecond: the first one read stays. Throws Error (69) when a read fails.
+[[nodiscard]] std::vector<RunRecord> last_runs(RunStore& store, const std::vector<std::string>& names, const Log& log);
+
+// The purge record_runs() does now and then, for the names of `runs` (at `now`, server clock): first the
+// executed runs of each name get the count of the skipped attempts that named their lock, when higher than
+// the one they stored (RunStore::update_skips()), so that the count survives the attempts. Never throws:
 // a failure is one warning line on `log`.
 void purge_history(RunStore& store, const std::vector<RunRecord>& runs, const HistoryPolicy& policy, ServerTime now,
                    const Log& log);

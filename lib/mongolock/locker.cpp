@@ -158,6 +158,12 @@ Locker::Busy Locker::busy_name(const std::vector<AcquireRequest>& requests) {
       // A holder provably dead on this host (no server command: /proc and its holder file): free now.
       if (request.holder_dead && lock.hold_until <= now && request.holder_dead(lock, false)) continue;
       taken[lock.program] = lock.expires_at + request.takeover_grace;
+      // A run's lock its holder may release without an event (not marked, held less than k_wake_window):
+      // look again once that window has passed for sure; from then on its release wakes the queue.
+      if (const auto quiet_until = lock.acquired_at + k_wake_window;
+          !lock.waiters && !lock.command.empty() && quiet_until > now) {
+        taken[lock.program] = std::min(taken[lock.program], quiet_until);
+      }
       if (lock.replace_seq && (!replace_seq || *lock.replace_seq < *replace_seq)) replace_seq = lock.replace_seq;
     }
     bool free = false;
@@ -226,10 +232,14 @@ std::optional<LockRecord> Locker::purge_stale(const AcquireRequest& request, con
   return purged;
 }
 
+bool wakes_waiters(const LockRecord& lock, ServerTime released_at) {
+  return lock.waiters || (!lock.command.empty() && released_at - lock.acquired_at >= k_wake_window);
+}
+
 bool Locker::remove_and_wake(const LockSelector& which) {
   const auto removed = m_store.remove_returning(which);
   if (!removed) return false;
-  if (removed->waiters) {
+  if (wakes_waiters(*removed, m_store.clock().latest_now())) {
     try {
       m_store.append_event(removed->name, removed->ticket);
     } catch (const Error& e) {
@@ -259,7 +269,7 @@ ReleaseOutcome Locker::release(const LockSelector& which) {
   in_hold.not_released = true;
   in_hold.expires_after = m_store.clock().latest_now();
   if (m_store.mark_released(in_hold, now, current->hold_until) != 1) return {ReleaseOutcome::not_holder, {}};
-  if (current->waiters) {
+  if (wakes_waiters(*current, m_store.clock().latest_now())) {
     // The head learns the earlier expiry now rather than at its next check.
     try {
       m_store.append_event(current->name, current->ticket);

@@ -77,6 +77,19 @@ struct ReleaseOutcome {
   ServerTime hold_until{}; // min_hold: the lock stays until then
 };
 
+// How long a run must have held its lock for its release to append a wake-up event although the lock is
+// not marked `waiters` (issue 30: a short job's holder never renews, so it never reads the queue and never
+// marks the lock; the release then woke nobody and the queue noticed by polling, about 1.35 s). A run's lock
+// released sooner wakes nobody, so that a one-shot `run` sends no event insert; a waiter first in line behind
+// a young unmarked run lock looks again once this has passed (Locker::busy_name), so it waits at most this
+// long for a release without an event. Server clock, milliseconds.
+inline constexpr Millis k_wake_window{150};
+
+// True when releasing `lock` at `released_at` (server clock, the latest it can read) must append a wake-up
+// event: it is marked `waiters` (taken from the queue, or its holder saw waiters: Locker::mark_if_waited), or
+// it is a run's lock (LockRecord::command set) held k_wake_window or longer. Sends nothing.
+[[nodiscard]] bool wakes_waiters(const LockRecord& lock, ServerTime released_at);
+
 class Locker {
 public:
   Locker(LockStore& store, const Log& log) : m_store(store), m_log(log) {}
@@ -107,11 +120,11 @@ public:
   [[nodiscard]] AcquireOutcome acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                            const Sleeper& sleep);
 
-  // Releases the one document `which` selects: deletes it (findAndModify remove; when the document was
-  // marked `waiters`, then appends a wake-up event, whose failure is only logged), or, during its minimum hold (and
-  // while its lease lasts), marks it released and lets it expire at hold_until (two more commands, and the event
-  // when marked `waiters`, so that the head learns the earlier expiry). Never touches a document `which` does not
-  // select.
+  // Releases the one document `which` selects: deletes it (findAndModify remove; when the document wakes
+  // waiters (wakes_waiters()), then appends a wake-up event, whose failure is only logged), or, during its minimum
+  // hold (and while its lease lasts), marks it released and lets it expire at hold_until (two more commands, and
+  // the event when it wakes waiters, so that the head learns the earlier expiry). Never touches a document `which` does
+  // not select.
   [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
 
   // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock, the latest it
@@ -143,8 +156,9 @@ public:
   // Error (69) when the server fails; nothing depends on it but how soon a waiter is woken.
   int mark_if_waited(std::vector<LockRecord>& locks);
 
-  // Deletes the one document `which` selects (findAndModify remove); when it was marked `waiters`, then
-  // appends a wake-up event naming its ticket (a failure of that is only logged). True when one was
+  // Deletes the one document `which` selects (findAndModify remove); when it wakes waiters (wakes_waiters():
+  // marked `waiters`, or a run's lock held k_wake_window or longer), then appends a wake-up event naming its
+  // ticket (a failure of that is only logged). True when one was
   // deleted. Release and break use it. Throws Error (69) when the delete fails.
   bool remove_and_wake(const LockSelector& which);
 
@@ -170,8 +184,9 @@ private:
   // event tells of it). Reads only: a waiter never writes the holder's document.
   struct Busy {
     std::string name;
-    ServerTime takeover_at = ServerTime::max();
-    std::optional<std::int64_t> replace_seq; // the lowest LockRecord::replace_seq among its live holders
+    ServerTime takeover_at = ServerTime::max(); // when to look again without an event: a busy slot's expiry +
+                                                // grace, or the end of a young run lock's k_wake_window
+    std::optional<std::int64_t> replace_seq;    // the lowest LockRecord::replace_seq among its live holders
   };
   Busy busy_name(const std::vector<AcquireRequest>& requests);
 

@@ -80,12 +80,13 @@ public:
   [[nodiscard]] std::vector<RunRecord> runs_of_kind(std::optional<std::string_view> name,
                                                     std::optional<ServerTime> since, std::int64_t limit,
                                                     RunKind kind) override;
-  [[nodiscard]] std::vector<RunRecord> skips_of(const std::vector<std::string>& locks, std::int64_t limit) override;
   [[nodiscard]] std::vector<RunRecord> runs_holding(std::string_view name,
                                                     const std::vector<std::string>& locks) override;
   void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was) override;
   void record_last_runs(const std::vector<RunRecord>& runs) override;
   [[nodiscard]] std::vector<RunRecord> last_runs(const std::vector<std::string>& names) override;
+  [[nodiscard]] std::vector<RunRecord>
+  executed_since(const std::vector<std::pair<std::string, std::optional<ServerTime>>>& since) override;
   [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
 
   // --- administration (doctor, init): not part of the protocol's LockStore or the history's RunStore ---
@@ -100,6 +101,11 @@ public:
   // collection only, the protocol never relies on it. Returns "" when created (or present), else the
   // server's reason (FerretDB v1: not implemented).
   [[nodiscard]] std::string create_ttl_index(Millis expire_after);
+
+  // Creates the run history's index name_1_ended_at_1 (createIndexes; present: nothing changes), which serves
+  // every read of the history by name (history, status, check, list's last runs, the purge). Throws Error
+  // (69) when the server refuses it. `init` calls it; the first purge creates it too.
+  void ensure_runs_index();
 
   // Creates a TTL index on the runs' ended_at that deletes them `expire_after` after they ended. Returns ""
   // when created (or present with these options), else the server's reason (FerretDB v1: not implemented;

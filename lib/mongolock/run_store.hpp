@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mongolock {
@@ -41,7 +42,8 @@ struct RunRecord {
   std::string held_lock;               // [held_lock] skipped: the _id of the holder's lock document; the run
                                        // whose `lock` it is held the lock (history folds the skip into it)
   std::int64_t skips = 0;              // [skips] executed: skipped attempts that named this run's lock, as
-                                       // counted when it ended (history.hpp: SkipFold)
+                                       // counted by the purge before it deleted them (history.hpp: SkipFold);
+                                       // absent until then (history counts the attempts still stored)
   std::int64_t skip_hosts = 0;         // [skip_hosts] executed: how many hosts those attempts came from
   std::vector<std::string> skipped_on; // [skipped_on] executed: up to k_skip_host_sample of those hosts
 };
@@ -73,10 +75,6 @@ public:
   [[nodiscard]] virtual std::vector<RunRecord>
   runs_of_kind(std::optional<std::string_view> name, std::optional<ServerTime> since, std::int64_t limit, RunKind kind);
 
-  // The skipped attempts that name one of `locks` (lock document _ids) as held_lock, any order, at most
-  // `limit`; only name, host, held_lock and ended_at are read. One find. Empty when `locks` is empty.
-  [[nodiscard]] virtual std::vector<RunRecord> skips_of(const std::vector<std::string>& locks, std::int64_t limit);
-
   // The executed runs of `name` whose `lock` is one of `locks`, any order; only _id, name, lock, skips,
   // skip_hosts and skipped_on are read. One find. Empty when `locks` is empty.
   [[nodiscard]] virtual std::vector<RunRecord> runs_holding(std::string_view name,
@@ -88,13 +86,22 @@ public:
   virtual void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was);
 
   // Stores `runs` (executed runs) as their names' last run in "<collection>_lastrun", each only if it
-  // ended after the one stored (a newer one stays; a lost race between two runs of one name is not an
-  // error). One update command. The default does nothing.
+  // ended after the one stored (a newer one stays; a lost race between two readers is not an error). Written
+  // by the reads that need it (history.hpp: last_runs(), for `list`), never by a run. One update command.
+  // The default does nothing.
   virtual void record_last_runs(const std::vector<RunRecord>& runs);
 
-  // The last runs stored by record_last_runs() of `names` (those that have one), in one find. The
-  // default reads runs_of_kind(name, executed, 1) per name.
+  // The last runs stored by record_last_runs() of `names` (those that have one), in one find; each may be
+  // older than the name's newest executed run (executed_since() finds those). The default reads
+  // runs_of_kind(name, executed, 1) per name.
   [[nodiscard]] virtual std::vector<RunRecord> last_runs(const std::vector<std::string>& names);
+
+  // The executed runs of each name in `since` that ended after its time (every executed run of the name, at
+  // most k_max_history_keep, when nullopt), any order. One find (MongoStore: one $or branch per name, each
+  // served by the index name_1_ended_at_1). Empty when `since` is empty. The default reads runs_of_kind()
+  // per name.
+  [[nodiscard]] virtual std::vector<RunRecord>
+  executed_since(const std::vector<std::pair<std::string, std::optional<ServerTime>>>& since);
 
   // Deletes every run (of any name) that ended before `ended_before`, then the runs of `name` beyond its
   // `keep` newest (keep >= 1). The first call creates the index on (name, ended_at) (createIndexes). Returns the

@@ -435,3 +435,79 @@ TEST_CASE("An older replacing run whose ticket was lost rejoins no more once a n
 }
 
 TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("Waiter");
+
+// Issue 30: a short job's holder never renews, so it never reads the queue and never marks its lock; its
+// release woke nobody and the queue noticed by polling (about 1.35 s a handover).
+TEST_CASE("A run's release wakes the queue once it held the lock k_wake_window, marked or not") {
+  MemoryStore store(WriteSemantics::ferretdb_v1);
+  Locker locker(store, quiet);
+  auto feed = store.follow_events(0ms);
+  const auto release = [&](const LockRecord& lock) {
+    REQUIRE(locker.release(LockSelector{.program = lock.program, .id = lock.id, .token = lock.token}).kind ==
+            ReleaseOutcome::released);
+  };
+  // A one-shot run released within the window: no event (the run's hot path sends no insert for it).
+  auto quick = request("quick", "h:1");
+  quick.command = "true";
+  const auto one_shot = locker.try_acquire(quick);
+  REQUIRE(one_shot);
+  CHECK_FALSE(one_shot->waiters);
+  release(*one_shot);
+  CHECK_FALSE(feed->wait({"quick"}));
+  // A run that held its lock longer, never renewed, never marked: its release appends the event.
+  auto job = request("job", "h:1");
+  job.command = "sleep";
+  const auto held = locker.try_acquire(job);
+  REQUIRE(held);
+  CHECK_FALSE(held->waiters);
+  std::this_thread::sleep_for(k_wake_window + 20ms); // the rule is about how long the lock was held
+  release(*held);
+  const auto event = feed->wait({"job"});
+  REQUIRE(event);
+  CHECK(event->name == "job");
+  // A lock taken by `acquire` (no command) keeps the mark's rule: its holder marks it with `renew`.
+  const auto plain = locker.try_acquire(request("plain", "h:1"));
+  REQUIRE(plain);
+  std::this_thread::sleep_for(k_wake_window + 20ms);
+  release(*plain);
+  CHECK_FALSE(feed->wait({"plain"}));
+}
+
+TEST_CASE("The head behind a young unmarked run lock looks again when its quiet window ends, and takes it") {
+  MemoryStore store(WriteSemantics::ferretdb_v1);
+  Locker holder(store, quiet);
+  auto job = request("job", "h:1");
+  job.command = "true";
+  const auto held = holder.try_acquire(job);
+  REQUIRE(held);
+  Locker locker(store, quiet);
+  Waiter waiter(locker, {request("job", "w:1")}, WaitPolicy{.wait = Millis::max()});
+  std::vector<Millis> pauses;
+  const auto recording = [&pauses](Millis d) {
+    pauses.push_back(d);
+    std::this_thread::sleep_for(std::min(d, Millis(2)));
+    return true;
+  };
+  for (int i = 0; i < 5 && (waiter.state() != State::head || pauses.empty()); ++i)
+    REQUIRE(waiter.step(recording));
+  REQUIRE(waiter.state() == State::head);
+  REQUIRE(waiter.following());
+  // Its pause ends with the lock's quiet window (not a wait for an event that may never come: following
+  // the events, it would wait for one, a sleep of 0).
+  REQUIRE_FALSE(pauses.empty());
+  CHECK(pauses.back() > k_wake_window / 2);
+  CHECK(pauses.back() <= k_wake_window + 10ms); // + the store clock's uncertainty, both ways
+  // The holder releases within the window: no event; the head's next look finds the lock free.
+  REQUIRE(holder.release(LockSelector{.program = "job", .id = held->id, .token = held->token}).kind ==
+          ReleaseOutcome::released);
+  for (int i = 0; i < 100 && waiter.state() != State::acquired; ++i) {
+    if (!waiter.step(recording)) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(waiter.state() == State::acquired);
+  waiter.outcome().leave_queue();
+}
+
+TEST_SUITE_END();

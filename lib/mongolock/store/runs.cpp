@@ -1,4 +1,5 @@
 // MongoStore: the run history (<collection>_runs) and each name's last executed run (<collection>_lastrun).
+#include <mongolock/history.hpp>
 #include <mongolock/store/impl.hpp>
 
 #include <fmt/format.h>
@@ -218,21 +219,6 @@ std::vector<RunRecord> MongoStore::runs_of_kind(std::optional<std::string_view> 
   return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), limit, "read of the run history");
 }
 
-std::vector<RunRecord> MongoStore::skips_of(const std::vector<std::string>& locks, std::int64_t limit) {
-  if (locks.empty()) return {};
-  auto& impl = *m_impl;
-  impl.connect();
-  Bson filter;
-  append_in(filter.get(), "held_lock", locks);
-  Bson opts;
-  bson_t projection;
-  BSON_APPEND_DOCUMENT_BEGIN(opts.get(), "projection", &projection);
-  for (const char* field : {"name", "host", "held_lock", "ended_at", "outcome"})
-    BSON_APPEND_INT32(&projection, field, 1);
-  bson_append_document_end(opts.get(), &projection);
-  return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), limit, "read of the skipped attempts");
-}
-
 std::vector<RunRecord> MongoStore::runs_holding(std::string_view name, const std::vector<std::string>& locks) {
   if (locks.empty()) return {};
   auto& impl = *m_impl;
@@ -334,6 +320,7 @@ void MongoStore::record_last_runs(const std::vector<RunRecord>& runs) {
 }
 
 std::vector<RunRecord> MongoStore::last_runs(const std::vector<std::string>& names) {
+  // The summaries only: history.hpp's last_runs() reads the runs that ended since.
   if (names.empty()) return {};
   auto& impl = *m_impl;
   impl.connect();
@@ -346,6 +333,30 @@ std::vector<RunRecord> MongoStore::last_runs(const std::vector<std::string>& nam
   for (auto& run : out)
     run.id.clear();
   return out;
+}
+
+std::vector<RunRecord>
+MongoStore::executed_since(const std::vector<std::pair<std::string, std::optional<ServerTime>>>& since) {
+  if (since.empty()) return {};
+  auto& impl = *m_impl;
+  impl.connect();
+  // {$or: [{name: N, ended_at: {$gt: T}}, {name: M}, ...], outcome: {$nin: attempts}}: each branch an
+  // equality on name and a range on ended_at, the index name_1_ended_at_1's prefix.
+  Bson filter;
+  bson_t any;
+  BSON_APPEND_ARRAY_BEGIN(filter.get(), "$or", &any);
+  for (std::size_t i = 0; i < since.size(); ++i) {
+    bson_t branch;
+    BSON_APPEND_DOCUMENT_BEGIN(&any, std::to_string(i).c_str(), &branch);
+    append_string(&branch, "name", since[i].first);
+    if (since[i].second) append_date_condition(&branch, "ended_at", "$gt", *since[i].second);
+    bson_append_document_end(&any, &branch);
+  }
+  bson_append_array_end(filter.get(), &any);
+  append_kind(filter.get(), RunKind::executed);
+  Bson opts;
+  const auto limit = static_cast<std::int64_t>(since.size()) * k_max_history_keep;
+  return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), limit, "read of the names' newest runs");
 }
 
 std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) {
@@ -417,6 +428,11 @@ std::int64_t MongoStore::Impl::purge_beyond(mongoc_collection_t* from, std::stri
     fail(fmt::format("purge of the runs of '{}'", name), error, "_runs");
   }
   return reply.integer("deletedCount");
+}
+
+void MongoStore::ensure_runs_index() {
+  m_impl->connect();
+  (void)m_impl->runs_collection(/*ensure_index=*/true);
 }
 
 std::string MongoStore::create_runs_ttl_index(Millis expire_after) {
