@@ -217,6 +217,14 @@ mongoc_stream_t* deadline_initiator(const mongoc_uri_t* uri, const mongoc_host_l
                    "connection to %s lost; not reconnecting within this call's time limit", host->host_and_port);
     return nullptr;
   }
+  if (factory->deadline->until && LeaseClock::now() >= *factory->deadline->until) {
+    // The call's time is up (a retried write after a renewal was abandoned): the handshake's reads would
+    // fail at once on the DeadlineStream, but the driver's scanner polls the socket beneath it and would
+    // wait out its connect timeout (5s, once per server selection) before it gave up (issue 27).
+    bson_set_error(error, MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_CONNECT,
+                   "connection to %s not made: this call's time limit has passed", host->host_and_port);
+    return nullptr;
+  }
   mongoc_stream_t* inner = mongoc_client_default_stream_initiator(uri, host, factory->client, error);
   if (inner == nullptr) return nullptr;
   auto* s = new (std::nothrow) DeadlineStream{};

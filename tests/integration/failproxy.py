@@ -16,8 +16,9 @@ hello answered as a secondary. Standard library only (asyncio, its own BSON code
         shell helper `proxy` of faults.sh works with it). Logs every rule that fired on stderr.
 
     Commands (MATCH: a command name, e.g. insert, delete, update, findAndModify, hello; NAME/COLL to
-    match only commands on collections whose name contains COLL, e.g. insert/locks_queue; * any command
-    but the handshake's hello; several MATCHes joined by commas). WHEN: `times N` (the next N matching
+    match only commands on collections whose name contains COLL, e.g. insert/locks_queue; NAME:FIELD (or
+    NAME/COLL:FIELD) only commands with that top-level field, e.g. findAndModify:remove (a release) or
+    findAndModify:update (a renewal); * any command but hello; several MATCHes joined by commas). WHEN: `times N` (the next N matching
     commands) or `for MS` (those arriving within MS ms from now):
       fail MATCH WHEN error CODE [label|nolabel]
                   answer with {ok: 0, code: CODE, codeName, errmsg} without forwarding; the label
@@ -237,13 +238,14 @@ class Rule:
         self.matches, self.times, self.until = matches, times, until
         self.action, self.arg, self.label = action, arg, label
 
-    def applies(self, name, target):
+    def applies(self, name, target, doc):
         if self.until is not None and time.monotonic() >= self.until:
             return False
         for m in self.matches:
+            m, _, field = m.partition(":")
             cmd, _, coll = m.partition("/")
             if (cmd == "*" and name not in ("hello", "isMaster", "ismaster")) or cmd.lower() == name.lower():
-                if not coll or coll in target:
+                if (not coll or coll in target) and (not field or get(doc or [], field) is not None):
                     return True
         return False
 
@@ -340,9 +342,9 @@ class Proxy:
         self.counter += 1
         log(f"blackout: {len(self.connections)} open connection(s) silent for good, new ones answered in {ms} ms")
 
-    def rule_for(self, name, target):
+    def rule_for(self, name, target, doc):
         for rule in self.rules:
-            if rule.applies(name, target):
+            if rule.applies(name, target, doc):
                 if rule.times is not None:
                     rule.times -= 1
                 self.rules = [r for r in self.rules if not r.spent()]
@@ -379,6 +381,7 @@ class Proxy:
     async def accept(self, reader, writer):
         self.serial += 1
         conn = Connection(self, self.serial, reader, writer)
+        log(f"#{self.serial} accepted")
         self.connections.add(conn)
         try:
             await conn.run()
@@ -432,7 +435,7 @@ class Connection:
         """Handles one request; False once the connection is done."""
         proxy = self.proxy
         doc, name, target = command_of(opcode, body)
-        if proxy.blackout and Rule(proxy.blackout["matches"], None, None, "", None, None).applies(name, target):
+        if proxy.blackout and Rule(proxy.blackout["matches"], None, None, "", None, None).applies(name, target, doc):
             proxy.start_blackout()
         if self in proxy.silenced:
             log(f"#{self.serial}: {name or opcode} dropped (silent after the blackout)")
@@ -442,7 +445,7 @@ class Connection:
         if self in proxy.silenced:
             return await self.silent()
         is_hello = name in ("hello", "isMaster", "ismaster")
-        rule = proxy.rule_for(name, target) if doc is not None else None
+        rule = proxy.rule_for(name, target, doc) if doc is not None else None
         if rule is None and not is_hello and name in WRITE_COMMANDS and time.monotonic() < proxy.secondary_until:
             rule = Rule([], None, None, "error", 10107, None)
         if rule is not None:
@@ -487,36 +490,34 @@ class Connection:
         self.writer.write(frame(self.proxy.serial * 1000 + 2, 0, opcode, body))
 
 
-async def control(proxy, control_dir):
-    loop = asyncio.get_running_loop()
-    in_path, out_path = os.path.join(control_dir, "in"), os.path.join(control_dir, "out")
-
-    def serve_fifo():
-        while True:
-            with open(in_path) as fin:
-                for line in fin:
-                    words = line.split()
-                    if not words:
-                        continue
-                    reply = asyncio.run_coroutine_threadsafe(run_command(proxy, words), loop).result()
-                    with open(out_path, "w") as fout:
-                        fout.write(reply + "\n")
-
-    await loop.run_in_executor(None, serve_fifo)
-
-
-async def run_command(proxy, words):
-    return proxy.command(words)
-
-
 async def serve(port_file, upstream_port, control_dir, rs_name):
-    os.makedirs(control_dir, exist_ok=True)
-    for name in ("in", "out"):
-        path = os.path.join(control_dir, name)
-        if not os.path.exists(path):
-            os.mkfifo(path)
     proxy = Proxy(upstream_port, rs_name)
     server = await asyncio.start_server(proxy.accept, "127.0.0.1", 0)
+    os.makedirs(control_dir, exist_ok=True)
+    fifo_in, fifo_out = os.path.join(control_dir, "in"), os.path.join(control_dir, "out")
+    for path in (fifo_in, fifo_out):
+        if not os.path.exists(path):
+            os.mkfifo(path, 0o600)
+    # Read-write opens (as faultproxy.py): neither blocks, and neither sees end-of-file when a controller
+    # goes away.
+    in_fd = os.open(fifo_in, os.O_RDWR | os.O_NONBLOCK)
+    out_fd = os.open(fifo_out, os.O_RDWR)
+    pending = b""
+
+    def on_command():
+        nonlocal pending
+        try:
+            pending += os.read(in_fd, 4096)
+        except BlockingIOError:
+            return
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            words = line.decode().split()
+            if words:
+                os.write(out_fd, (proxy.command(words) + "\n").encode())
+
+    loop = asyncio.get_running_loop()
+    loop.add_reader(in_fd, on_command)
     port = server.sockets[0].getsockname()[1]
     proxy.me = f"127.0.0.1:{port}"
     with open(port_file + ".tmp", "w") as f:
@@ -524,21 +525,17 @@ async def serve(port_file, upstream_port, control_dir, rs_name):
     os.rename(port_file + ".tmp", port_file)
     log(f"listening on {proxy.me}, upstream 127.0.0.1:{upstream_port}" + (f", replica set {rs_name}" if rs_name else ""))
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    ctl = asyncio.ensure_future(control(proxy, control_dir))
     await stop.wait()
-    ctl.cancel()
     server.close()
-    os._exit(0)  # the control thread blocks in open() of the FIFO
+    return 0
 
 
 def main(argv):
     if len(argv) >= 5 and argv[1] == "serve":
         rs_name = argv[6] if len(argv) == 7 and argv[5] == "--rs" else ""
-        asyncio.run(serve(argv[2], int(argv[3]), argv[4], rs_name))
-        return 0
+        return asyncio.run(serve(argv[2], int(argv[3]), argv[4], rs_name))
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -53,7 +53,7 @@ silent_failover_default_ttl() {
   a=$HOLDER_PID
   wait_acquired a
   if unshare --uts true 2>/dev/null; then start_contender b "$name" 1 --wait 90s; fi
-  proxy blackout 8000 findAndModify
+  proxy blackout 8000 findAndModify:update
   expect_exit_code 0 "$a" a 60
   rule_fired "blackout: [0-9]+ open connection\(s\) silent for good, new ones answered in 8000 ms"
   assert_matches "$T/a.err" "lease renewal of '$name' failed, retrying"
@@ -78,7 +78,7 @@ renewal_election_errors() {
   wait_acquired a
   for code in 10107 11602 189 91 11600 13435; do
     wait_renewals a "$n" 20
-    proxy fail findAndModify times 1 error "$code"
+    proxy fail findAndModify:update times 1 error "$code"
     n=$(($(renewals a) + 1))
   done
   expect_exit_code 0 "$a" a 30
@@ -117,12 +117,12 @@ release_reply_lost() {
   failproxy_start
   expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name"
   token=$(cat "$OUT")
-  proxy fail delete times 1 close-after
+  proxy fail findAndModify:remove times 1 close-after
   expect_exit 69 -- ml --uri "$FP_URI_NORETRY" release "$name" --token "$token"
   assert_error_line "delete of lock '$name' on "
   assert_contains "$ERR" "outcome unknown, the server may have applied it"
   assert_contains "$ERR" "check with 'mongolock status $name' whether it is still held"
-  rule_fired "delete on .*: close-after"
+  rule_fired "findAndModify on .*: close-after"
   assert_free "$name"
   expect_exit 65 -- ml --uri "$FP_URI" release "$name" --token "$token"
   assert_error_line "lock '$name' is not held any more by the given token (released, or expired)"
@@ -137,7 +137,7 @@ release_write_concern_error() {
   failproxy_start
   expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name"
   token=$(cat "$OUT")
-  proxy fail delete times 1 wce 64
+  proxy fail findAndModify:remove times 1 wce 64
   expect_exit 69 -- ml --uri "$FP_URI" release "$name" --token "$token"
   assert_error_line "outcome unknown, the server may have applied it"
   assert_free "$name"
@@ -153,7 +153,7 @@ release_election_error() {
   server_start
   failproxy_start
   expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name" --process host-z:1
-  proxy fail delete times 2 error 10107
+  proxy fail findAndModify:remove times 2 error 10107
   expect_exit 69 -- ml --uri "$FP_URI" release "$name" --process host-z:1
   assert_error_line "delete of lock '$name' on "
   assert_not_contains "$ERR" "outcome unknown"
@@ -202,36 +202,61 @@ run_under_faults() {
   name=$(lock_name)
   server_start
   failproxy_start
-  proxy fail insert/locks times 1 error 11602
+  # The insert refused by an election error, its retryable write's retry too: not applied (69, "failed").
+  proxy fail insert times 2 error 11602
   expect_exit 69 -- ml --uri "$FP_URI" run "$name" -- true
-  assert_error_line "insert of lock '$name'"
+  assert_contains "$ERR" "insert of lock '$name'"
+  assert_contains "$ERR" "InterruptedDueToReplStateChange"
   assert_not_contains "$ERR" "outcome unknown"
   assert_free "$name"
-  proxy fail delete times 1 wce 64
+  # Refused once: the driver's retry (RetryableWriteError) takes the lock; the job runs.
+  proxy fail insert times 1 error 11602
+  expect_exit 0 -- ml --uri "$FP_URI" run "$name" -- true
+  # The history insert answered with a writeConcernError: the job ran and was released (exit 0), the
+  # record's outcome is unknown and said so.
   proxy fail insert/_runs times 1 wce 64
   expect_exit 0 -- ml --uri "$FP_URI" run "$name" --ttl 3s -- sleep 2
-  rule_fired "delete on .*: wce 64"
   rule_fired "insert on .*_runs: wce 64"
+  assert_contains "$ERR" "insert of the run history of '$name'"
   assert_contains "$ERR" "outcome unknown"
+  assert_free "$name"
+  # The release answered with a writeConcernError: applied but unconfirmed: 69, and the history is not
+  # written on the word of a server that failed the release.
+  proxy fail findAndModify:remove times 1 wce 64
+  expect_exit 69 -- ml --uri "$FP_URI" run "$name" --ttl 3s -- sleep 2
+  rule_fired "findAndModify on .*: wce 64"
+  assert_contains "$ERR" "outcome unknown"
+  assert_contains "$ERR" "not recorded in the history: the release failed"
+  assert_not_contains "$ERR" "did not answer in time"
   assert_free "$name"
 }
 
-# acquire --wait: its queue ticket's insert fails with an election error; it says so and exits 69, and
-# leaves no ticket behind.
-queue_ticket_error() {
+# acquire --wait: its queue ticket's insert refused by an election error, the driver's retry too: 69,
+# "failed", no ticket; answered with a writeConcernError: 69, "outcome unknown" (the ticket may be there:
+# nobody renews it, it expires on its own); refused once: the retry queues it and the waiter gets the lock.
+queue_ticket_errors() {
   local name
   name=$(lock_name)
   server_start
   failproxy_start
-  expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name" --process host-z:4 --ttl 2s
+  expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name" --process host-z:4 --ttl 60s
+  proxy fail insert/_queue times 2 error 91
+  expect_exit 69 -- ml --uri "$FP_URI" acquire "$name" --wait 10s --process host-z:5
+  assert_error_line "insert of a queue ticket for '$name' on "
+  assert_contains "$ERR" "ShutdownInProgress"
+  assert_not_contains "$ERR" "outcome unknown"
+  assert_eq "$(python3 "$ITEST_DIR/mongo.py" tickets "$name" | wc -l)" 0 "tickets left"
+  proxy fail insert/_queue times 1 wce 64
+  expect_exit 69 -- ml --uri "$FP_URI" acquire "$name" --wait 10s --process host-z:5
+  assert_contains "$ERR" "insert of a queue ticket for '$name' on "
+  assert_contains "$ERR" "outcome unknown, the server may have applied it"
   proxy fail insert/_queue times 1 error 91
-  start_bg w ml --uri "$FP_URI" acquire "$name" --wait 10s --process host-z:5
-  expect_bg_exit 0 "$BG_PID" w 20 || true
+  start_bg w ml --uri "$FP_URI" acquire "$name" --wait 20s --process host-z:6
+  wait_until 15 eval 'python3 "$ITEST_DIR/mongo.py" tickets "$name" | grep -q " host-z:6$"'
+  expect_exit 0 -- ml --uri "$SERVER_URI" release "$name" --process host-z:4
+  expect_bg_exit 0 "$BG_PID" w 30
+  assert_held_by "$name" host-z:6
   rule_fired "insert on .*_queue: error 91"
-  [[ $BG_STATUS == 0 || $BG_STATUS == 69 ]] || fail_with "waiter exited $BG_STATUS" stderr "$T/w.err"
-  if [[ $BG_STATUS == 69 ]]; then
-    assert_contains "$T/w.err" "insert of a queue ticket"
-  fi
 }
 
 run_case "failproxy presents the server as replica set rs0: acquire, status, release, run" replica_set_discovered
@@ -244,5 +269,5 @@ run_case "release refused by an election error: 69, not applied, still held" rel
 run_case "acquire, reply lost, the driver's retry: the lock is ours" acquire_reply_lost_retried
 run_case "acquire, reply lost, clean-up failed: the same caller's retry is told how to free it" acquire_orphan_same_caller
 run_case "run: acquire, release and history write under election errors" run_under_faults
-run_case "acquire --wait: the queue ticket's insert fails with an election error" queue_ticket_error
+run_case "acquire --wait: the queue ticket's insert under election errors and a writeConcernError" queue_ticket_errors
 finish
