@@ -66,6 +66,30 @@ silent_failover_default_ttl() {
   result "silent failover of 8 s at a renewal (default ttl 30s): exit a=0, $(renewals a) renewals"
 }
 
+# A silent failover longer than the TTL's margin (--ttl 6s: about 2 s): the lease is lost, the job is
+# stopped before the lease can end (a contender on another host never overlaps it), mongolock exits 76,
+# and no "retrying" is printed after "lost".
+silent_failover_too_long() {
+  local name a
+  need_other_host
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  start_holder a "$FP_URI" "$name" 30 --ttl 6s
+  a=$HOLDER_PID
+  wait_acquired a
+  start_contender b "$name" 1 --ttl 6s
+  proxy blackout 4000 findAndModify:update
+  expect_exit_code 76 "$a" a 30
+  expect_exit_code 0 "$CONTENDER_PID" b 60
+  check_holders
+  assert_matches "$T/a.err" "lease on '$name' lost"
+  if sed -n "/lease on '$name' lost/,\$p" "$T/a.err" | grep -q "failed, retrying"; then
+    fail_with "'retrying' after the lease was lost" stderr "$T/a.err"
+  fi
+  result "silent failover of 4 s at a renewal (ttl 6s): exit a=76, overlap ${OVERLAP_MS}ms"
+}
+
 # Every election error of failCommand on a renewal (TTL 6 s): each renewal fails once, the retry (a new
 # connection) succeeds; the job runs to its end.
 renewal_election_errors() {
@@ -106,6 +130,46 @@ no_primary() {
   assert_error_line "no primary at"
   assert_contains "$ERR" "(RSSecondary)"
   ((took >= 1500 && took < 6000)) || fail "gave up after ${took}ms (--connect-timeout 2s)"
+}
+
+# The renew command: a renewal whose connection closed after it was sent (no retries): 69 "outcome
+# unknown"; refused by election errors twice (the driver's retry too): 69, not applied.
+renew_command_faults() {
+  local name token
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name"
+  token=$(cat "$OUT")
+  proxy fail findAndModify:update times 1 close-after
+  expect_exit 69 -- ml --uri "$FP_URI_NORETRY" renew "$name" --token "$token"
+  assert_error_line "renewal of lock '$name' on "
+  assert_contains "$ERR" "outcome unknown, the server may have applied it"
+  assert_contains "$ERR" "check its expiry with 'mongolock status $name'"
+  proxy fail findAndModify:update times 2 error 189
+  expect_exit 69 -- ml --uri "$FP_URI" renew "$name" --token "$token"
+  assert_error_line "PrimarySteppedDown"
+  assert_not_contains "$ERR" "outcome unknown"
+  expect_exit 0 -- ml --uri "$FP_URI" renew "$name" --token "$token"
+}
+
+# A release whose reply never comes (no retries): bounded by the operation timeout (10 s), then 69
+# "outcome unknown".
+release_reply_never_comes() {
+  local name token start took
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name"
+  token=$(cat "$OUT")
+  proxy fail findAndModify:remove times 1 lose-reply
+  start=$(now_ms)
+  expect_exit 69 -- ml --uri "$FP_URI_NORETRY" release "$name" --token "$token"
+  took=$(($(now_ms) - start))
+  assert_error_line "outcome unknown, the server may have applied it"
+  ((took < 16000)) || fail "the release took ${took}ms (operation timeout 10 s)"
+  result "release whose reply never came: 69 after ${took}ms"
+  assert_free "$name"
 }
 
 # A release whose delete was applied but whose connection closed before the reply (retryWrites=false:
@@ -261,8 +325,11 @@ queue_ticket_errors() {
 
 run_case "failproxy presents the server as replica set rs0: acquire, status, release, run" replica_set_discovered
 run_case "silent failover of 8 s at a renewal, default TTL: the job runs on" silent_failover_default_ttl
+run_case "silent failover longer than the TTL's margin: job stopped in time, 76, no overlap" silent_failover_too_long
 run_case "election errors on renewals: each retried on a new connection, the job runs on" renewal_election_errors
 run_case "no primary: acquire waits for one within --connect-timeout, else 'no primary'" no_primary
+run_case "renew command: reply lost 69 outcome unknown; election errors 69 not applied" renew_command_faults
+run_case "release whose reply never comes: 69 outcome unknown within the operation timeout" release_reply_never_comes
 run_case "release, reply lost: 69 outcome unknown; the retry by token: not held any more" release_reply_lost
 run_case "release with a writeConcernError: 69 outcome unknown" release_write_concern_error
 run_case "release refused by an election error: 69, not applied, still held" release_election_error
