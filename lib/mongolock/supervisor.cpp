@@ -245,15 +245,19 @@ private:
       m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
       return Renewal::renewed;
     } catch (const Error& e) {
-      std::lock_guard lock(m_mutex);
-      if (m_stop || Clock::now() >= deadline) {
+      bool ending = false;
+      {
+        std::lock_guard lock(m_mutex);
+        m_last_error = e.what();
+        m_book.unknown(i, sent, m_book.server_bound(total));
+        ending = m_stop || Clock::now() >= deadline;
+      }
+      if (ending) {
         // The lease is lost (or the run is ending): no "retrying" after "lease lost" (issue 27).
         m_log.debugf("lease renewal of '{}' failed past the renew deadline: {}", lease.program, e.what());
         return Renewal::gone;
       }
       m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));
-      m_last_error = e.what();
-      m_book.unknown(i, sent, m_book.server_bound(total));
       return Renewal::failed;
     }
   }
