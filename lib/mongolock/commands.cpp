@@ -98,10 +98,19 @@ bool waiters_queued(Locker& locker, const std::string& name, const Log& log) {
   }
 }
 
+constexpr std::string_view k_given_token = "the given token"; // refuse_not_holder()'s as_whom with --token
+
 // Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65.
 [[noreturn]] void refuse_not_holder(Locker& locker, const std::string& name, const std::string& as_whom,
                                     std::string_view what) {
   const auto holders = locker.holders(name);
+  if (holders.empty() && as_whom == k_given_token) {
+    // A release (or renew) by token of a lock that is gone: e.g. a retry after a release whose reply was
+    // lost (issue 27). Nobody holds it, which is not the same as another holder holding it.
+    throw Error(k_exit_not_holder, fmt::format("lock '{}' is not held any more by the given token (released, or "
+                                               "expired) and nobody holds it; nothing was {}",
+                                               name, what));
+  }
   if (holders.empty()) throw Error(k_exit_not_holder, fmt::format("lock '{}' is not held; nothing was {}", name, what));
   if (holders.size() == 1 && holders.front().released_at) {
     throw Error(k_exit_not_holder, fmt::format("lock '{}' was already released at {}; it is kept until {} for its "
@@ -173,7 +182,7 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
   case ReleaseOutcome::not_holder:
     break;
   }
-  refuse_not_holder(locker, options.name, options.token ? "the given token" : *which.process, "released");
+  refuse_not_holder(locker, options.name, options.token ? std::string(k_given_token) : *which.process, "released");
 }
 
 // The TTL a renew without --ttl gives: the selected holder's own (its ttl_ms, on the name or a slot of it),
@@ -206,7 +215,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
                                                  "cannot be renewed: acquire it again)",
                                                  options.name, format_duration(now - holders.front().expires_at)));
     }
-    refuse_not_holder(locker, options.name, options.token ? "the given token" : *which.process, "renewed");
+    refuse_not_holder(locker, options.name, options.token ? std::string(k_given_token) : *which.process, "renewed");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
   if (mark) log.debugf("marked lock '{}': waiters are queued, its release wakes them", which.program);

@@ -97,6 +97,22 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
     // Held: read the holder (one find, which the message needs anyway) and purge it only when it expired
     // more than the takeover grace ago, by its _id: a live holder costs no write.
     const auto current = m_store.find(lock.program);
+    if (current && current->id == lock.id && current->token == lock.token) {
+      // Our own insert, applied although it was reported as a duplicate: a retry of it (the driver's
+      // retryable write after a lost reply, on a server that does not recognize the retry) found it.
+      m_log.debugf("lock '{}': the name is held by this very insert (its reply was lost and the retry found it)",
+                   lock.program);
+      acquired = true;
+      break;
+    }
+    if (current && current->process == request.process && !m_own_warned) {
+      // The same holder identity: an earlier acquire of this caller (a lock is not reentrant), maybe one
+      // whose reply was lost and whose clean-up failed (issue 27); say how to free it.
+      m_own_warned = true;
+      m_log.warning(fmt::format("lock '{}' is held by this caller's own identity {} (an earlier acquire, maybe one "
+                                "whose reply was lost); 'mongolock release {}' from the same shell releases it",
+                                lock.program, request.process, request.name));
+    }
     if (current) {
       const auto purged = purge_stale(request, *current);
       if (!purged) {

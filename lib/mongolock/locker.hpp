@@ -192,6 +192,7 @@ private:
 
   LockStore& m_store;
   const Log& m_log;
+  bool m_own_warned = false; // the warning that the caller's own identity holds a name was given
 };
 
 // The `program` value of slot `slot` of lock `name`: NAME itself for slot 1 (so a plain lock is slot 1 of

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <new>
+#include <thread>
 
 #include <cerrno>
 #include <cstdio>
@@ -216,6 +217,14 @@ mongoc_stream_t* deadline_initiator(const mongoc_uri_t* uri, const mongoc_host_l
                    "connection to %s lost; not reconnecting within this call's time limit", host->host_and_port);
     return nullptr;
   }
+  if (factory->deadline->until && LeaseClock::now() >= *factory->deadline->until) {
+    // The call's time is up (a retried write after a renewal was abandoned): the handshake's reads would
+    // fail at once on the DeadlineStream, but the driver's scanner polls the socket beneath it and would
+    // wait out its connect timeout (5s, once per server selection) before it gave up (issue 27).
+    bson_set_error(error, MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_CONNECT,
+                   "connection to %s not made: this call's time limit has passed", host->host_and_port);
+    return nullptr;
+  }
   mongoc_stream_t* inner = mongoc_client_default_stream_initiator(uri, host, factory->client, error);
   if (inner == nullptr) return nullptr;
   auto* s = new (std::nothrow) DeadlineStream{};
@@ -379,10 +388,56 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   impl.clock_due = true;
 }
 
+namespace {
+
+// The replica-set members the client knows that answered but are not a primary ("RSSecondary", ...), as
+// "host (type)" joined by ", "; "" when there is none (no member answered, or not a replica set).
+std::string members_without_primary(mongoc_client_t* client) {
+  std::size_t n = 0;
+  mongoc_server_description_t** all = mongoc_client_get_server_descriptions(client, &n);
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string_view type = mongoc_server_description_type(all[i]);
+    if (type == "RSSecondary" || type == "RSArbiter" || type == "RSOther" || type == "RSGhost") {
+      out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", mongoc_server_description_host(all[i])->host_and_port,
+                         type);
+    }
+  }
+  mongoc_server_descriptions_destroy_all(all, n);
+  return out;
+}
+
+} // namespace
+
+// Server selection for a write. libmongoc's single-threaded client tries once; during an election the
+// members answer as secondaries for seconds, so while one answered and none is primary it is tried again
+// every 500 ms (the driver's minHeartbeatFrequencyMS) within the connect limit and the call's deadline.
+mongoc_server_description_t* MongoStore::Impl::select_primary(bson_error_t& error) {
+  const auto started = LeaseClock::now();
+  auto until = started + connect_limit;
+  if (call_deadline.until) until = std::min(until, *call_deadline.until);
+  for (;;) {
+    if (auto* server = mongoc_client_select_server(client.get(), true, nullptr, &error)) return server;
+    const auto members = members_without_primary(client.get());
+    if (members.empty()) return nullptr;
+    const auto now = LeaseClock::now();
+    if (now + Millis(500) >= until) {
+      failed = true;
+      throw unavailable_error(fmt::format("no primary at {} within {} (members: {}): a replica-set election, or the "
+                                          "set lost its majority; retry, or give --connect-timeout longer than "
+                                          "the election",
+                                          redact_uri(config.uri),
+                                          format_duration(std::chrono::duration_cast<Millis>(now - started)), members));
+    }
+    log.debugf("no primary yet (members: {}); server selection again in 500ms", members);
+    std::this_thread::sleep_for(Millis(500));
+  }
+}
+
 void MongoStore::Impl::refresh_clock() {
   bson_error_t error;
   const auto started = LeaseClock::now();
-  ServerDescriptionPtr server(mongoc_client_select_server(client.get(), true, nullptr, &error));
+  ServerDescriptionPtr server(select_primary(error));
   const auto selected = LeaseClock::now();
   if (!server) {
     failed = true;

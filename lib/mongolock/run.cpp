@@ -126,6 +126,8 @@ public:
   // For a record written before the release (run --once-per): a purge of the history that falls due is
   // kept for purge_deferred(), after the release, so that the locks are not held for housekeeping.
   void defer_purge() { m_defer_purge = true; }
+  // Why a finish() with a null store records nothing, for its warning (default: the server did not answer).
+  void not_recorded_because(std::string reason) { m_not_recorded = std::move(reason); }
   void purge_deferred(RunStore& store) noexcept {
     if (m_purge_runs.empty()) return;
     purge_history(store, m_purge_runs, m_options.history, m_purge_now, m_log);
@@ -189,8 +191,8 @@ private:
       record_runs(*store, std::move(runs), m_options.history, ended_at, m_log, m_defer_purge ? &m_purge_runs : nullptr);
       m_purge_now = ended_at;
     } else if (m_options.history.enabled && outcome != Outcome::error) {
-      m_log.warning("the run was not recorded in the history: the server did not answer in time; its exit status "
-                    "is unchanged");
+      m_log.warning(
+          fmt::format("the run was not recorded in the history: {}; its exit status is unchanged", m_not_recorded));
     }
     if (m_options.metrics_file) {
       try {
@@ -203,6 +205,7 @@ private:
 
   const RunOptions& m_options;
   bool m_defer_purge = false;
+  std::string m_not_recorded = "the server did not answer in time";
   std::vector<RunRecord> m_purge_runs; // a purge due after the release (defer_purge())
   ServerTime m_purge_now{};
   std::vector<std::string> m_names;
@@ -483,6 +486,7 @@ private:
     } else if (result.command_status == 0 && released == RunRelease::failed) {
       code = k_exit_unavailable;
     }
+    if (released == RunRelease::failed) m_recorder.not_recorded_because("the release failed (see above)");
     return m_recorder.finish(released == RunRelease::failed ? nullptr : &m_store, what, code, ended,
                              result.command_signal);
   }

@@ -115,9 +115,31 @@ struct MongoStore::Impl {
   // ("_queue", "_runs", ...: "<db>.<collection><suffix>"), events_suffix the wake-up events' collection.
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error, std::string_view suffix = {}) const {
     failed = true;
-    const auto where = suffix == events_suffix ? fmt::format("{}_events.{}_events", config.database, config.collection)
-                                               : fmt::format("{}{}", namespace_name, suffix);
-    throw unavailable_error(fmt::format("{} on {} failed: {}{}", what, where, driver_text(error), hint_suffix(error)));
+    throw unavailable_error(
+        fmt::format("{} on {} failed: {}{}", what, where(suffix), driver_text(error), hint_suffix(error)));
+  }
+  // "<db>.<collection><suffix>", or the wake-up events' collection.
+  [[nodiscard]] std::string where(std::string_view suffix) const {
+    return suffix == events_suffix ? fmt::format("{}_events.{}_events", config.database, config.collection)
+                                   : fmt::format("{}{}", namespace_name, suffix);
+  }
+  // For a write: as fail(), but when the write may have been applied although it failed (the connection
+  // was lost or timed out after it was sent, or a writeConcernError: outcome_unknown()), Error (69) says
+  // "<what> on <namespace>: outcome unknown ...; check <check>" (issue 27).
+  [[noreturn]] void fail_write(std::string_view what, const bson_error_t& error, std::string_view check,
+                               std::string_view suffix = {}) const {
+    if (!outcome_unknown(error)) fail(what, error, suffix);
+    failed = true;
+    throw unavailable_error(fmt::format("{} on {}: outcome unknown, the server may have applied it ({}); check {}",
+                                        what, where(suffix), driver_text(error), check));
+  }
+  // True when a write that failed with `error` may still have been applied: a network error or timeout
+  // after it was sent (the stream's errors; server selection again for a retried write), or a write
+  // concern error (applied on the primary, not confirmed by a majority). An error answer of the server
+  // (e.g. 10107 NotWritablePrimary) means it was not applied.
+  [[nodiscard]] static bool outcome_unknown(const bson_error_t& error) {
+    return error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_WRITE_CONCERN ||
+           error.domain == MONGOC_ERROR_SERVER_SELECTION;
   }
   static constexpr std::string_view events_suffix = "_events";
   // The same for a call on collection `from` (the locks collection or a side collection).
@@ -226,6 +248,10 @@ struct MongoStore::Impl {
   // Re-reads the server's time when the driver has a newer hello reply than the one the clock came from:
   // the handshake on first use, then the driver's periodic server checks (heartbeatFrequencyMS).
   void refresh_clock();
+  // Selects a server for writes (a primary): while members answered and none is primary, again every
+  // 500 ms until the connect limit or the call's deadline, then Error (69) "no primary". nullptr (with
+  // `error`) when selection failed otherwise.
+  mongoc_server_description_t* select_primary(bson_error_t& error);
 };
 
 } // namespace mongolock

@@ -138,7 +138,8 @@ bool MongoStore::insert(LockRecord& lock) {
     return true;
   }
   if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false; // MongoDB error 11000: duplicate key
-  impl.fail(fmt::format("insert of lock '{}'", lock.program), error);
+  impl.fail_write(fmt::format("insert of lock '{}'", lock.program), error,
+                  fmt::format("who holds it with 'mongolock status {}'", lock.name));
 }
 
 std::int64_t MongoStore::remove(const LockSelector& which) {
@@ -150,7 +151,8 @@ std::int64_t MongoStore::remove(const LockSelector& which) {
   bson_error_t error;
   if (!mongoc_collection_delete_one(impl.collection.get(), selector.get(), impl.write_opts.get(), reply.get(),
                                     &error)) {
-    impl.fail(fmt::format("delete of lock '{}'", which.program), error);
+    impl.fail_write(fmt::format("delete of lock '{}'", which.program), error,
+                    fmt::format("with 'mongolock status {}' whether it is still held", which.program));
   }
   return reply.integer("deletedCount");
 }
@@ -164,7 +166,8 @@ std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* s
   bson_error_t error;
   if (!mongoc_collection_update_one(collection.get(), selector.get(), update.get(), write_opts.get(), reply.get(),
                                     &error)) {
-    fail(fmt::format("{} of lock '{}'", what, which.program), error);
+    fail_write(fmt::format("{} of lock '{}'", what, which.program), error,
+               fmt::format("the lock with 'mongolock status {}'", which.program));
   }
   return reply.integer("matchedCount");
 }
@@ -200,7 +203,8 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
   bson_error_t error;
   if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
                                                  reply.get(), &error)) {
-    impl.fail(fmt::format("renewal of lock '{}'", which.program), error);
+    impl.fail_write(fmt::format("renewal of lock '{}'", which.program), error,
+                    fmt::format("its expiry with 'mongolock status {}'", which.program));
   }
   bson_iter_t it;
   return bson_iter_init_find(&it, reply.get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it) ? 1 : 0;
@@ -300,7 +304,8 @@ std::optional<LockRecord> MongoStore::remove_returning(const LockSelector& which
   bson_error_t error;
   if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
                                                  reply.get(), &error)) {
-    impl.fail(fmt::format("delete of lock '{}'", which.program), error);
+    impl.fail_write(fmt::format("delete of lock '{}'", which.program), error,
+                    fmt::format("with 'mongolock status {}' whether it is still held", which.program));
   }
   bson_iter_t it;
   if (!bson_iter_init_find(&it, reply.get(), "value") || !BSON_ITER_HOLDS_DOCUMENT(&it)) return std::nullopt;

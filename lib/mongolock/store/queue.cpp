@@ -78,7 +78,8 @@ bool MongoStore::insert_ticket(TicketRecord& ticket) {
   bson_error_t error;
   if (mongoc_collection_insert_one(queue, doc.get(), impl.write_opts.get(), reply.get(), &error)) return true;
   if (error.code == MONGOC_ERROR_DUPLICATE_KEY) return false;
-  impl.fail(fmt::format("insert of a queue ticket for '{}'", ticket.name), error, "_queue");
+  impl.fail_write(fmt::format("insert of a queue ticket for '{}'", ticket.name), error,
+                  "nothing: a ticket nobody renews expires on its own", "_queue");
 }
 
 std::int64_t MongoStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {

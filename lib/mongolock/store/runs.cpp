@@ -152,7 +152,8 @@ void MongoStore::insert_runs(std::vector<RunRecord>& records) {
   Reply reply;
   bson_error_t error;
   if (!mongoc_collection_write_command_with_opts(runs, command.get(), impl.write_opts.get(), reply.get(), &error)) {
-    impl.fail(fmt::format("insert of the run history of '{}'", records.front().name), error, "_runs");
+    impl.fail_write(fmt::format("insert of the run history of '{}'", records.front().name), error,
+                    fmt::format("with 'mongolock history {}'", records.front().name), "_runs");
   }
   // A write error (e.g. a document the server refuses) is in the reply, not in `error`.
   bson_iter_t it;
