@@ -287,12 +287,15 @@ bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
   const auto server_sent = std::max(m_store.clock().latest(sent), lock.renewed_at + Millis(1));
   const auto expires = server_sent + ttl;
   // renewed_before: a renewal that reaches the server after a newer one (a retried call whose first copy
-  // was still on its way) matches nothing, so it cannot move the expiry back.
+  // was still on its way) matches nothing, so it cannot move the expiry back. not_released: nor can one that
+  // lands after the release kept the lock for its --min-hold (its error came back early; it would move the
+  // hold's expiry back, and the lock could be taken before the hold ended).
   const LockSelector which{.program = lock.program,
                            .id = lock.id,
                            .token = lock.token,
                            .expires_after = server_sent,
-                           .renewed_before = server_sent};
+                           .renewed_before = server_sent,
+                           .not_released = true};
   const bool mark = lock.mark_next && !lock.waiters;
   if (m_store.renew(which, expires, server_sent, ttl, mark) == 0) return false;
   lock.expires_at = expires;
