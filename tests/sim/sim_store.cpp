@@ -65,9 +65,10 @@ void SimStore::reconnect(std::optional<mongolock::CallLimits> limits) {
 void SimStore::wait_until(LocalTime t) {
   m_client.m_wait_end = t;
   m_world.run_until(t);
-  if (m_world.now() > t) m_client.overran(); // held up by calls nested in this one (the scheduler)
   while (m_world.now() < m_client.paused_until())
     m_world.run_until(m_client.paused_until()); // stopped: the reply waits in the socket
+  // Held up by calls nested in this one (the scheduler), also past the end of a pause.
+  if (m_world.now() > std::max(t, m_client.paused_until())) m_client.overran();
   if (m_client.dead()) throw Killed{};
 }
 
@@ -357,9 +358,9 @@ public:
       event = m_feed->wait(names);
       return event.has_value();
     });
-    if (m_world.now() > until) m_client.overran();
     while (m_world.now() < m_client.paused_until())
       m_world.run_until(m_client.paused_until());
+    if (m_world.now() > std::max(until, m_client.paused_until())) m_client.overran(); // as in wait_until()
     if (m_client.dead()) throw Killed{};
     if (!event && m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable");
     return event;

@@ -163,6 +163,26 @@ TEST_CASE("A late copy of an older renewal matches nothing: the expiry never mov
   }
 }
 
+TEST_CASE("A renewal that lands after the release into --min-hold matches nothing: the hold keeps its expiry") {
+  // Its error came back early while it was still on its way (simulator, issue #28); it would move the kept
+  // lock's expiry back below hold_until, and another run could take the lock before the hold ended.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto r = request("job", "a:1");
+    r.min_hold = 120s;
+    auto lock = holder.try_acquire(r);
+    REQUIRE(lock);
+    auto in_flight = *lock; // the holder's state when it sent the renewal whose error came back early
+    const auto sent = LeaseClock::now() + 1s;
+    const auto released = holder.release(LockSelector{.program = "job", .id = lock->id, .token = lock->token});
+    REQUIRE(released.kind == ReleaseOutcome::min_hold);
+    const auto kept = store.documents().at("job").expires_at;
+    CHECK_FALSE(holder.renew(in_flight, 30s, sent)); // it lands now
+    CHECK(store.documents().at("job").expires_at == kept);
+  }
+}
+
 TEST_CASE("A release of a lock nobody waits for is one write") {
   MemoryStore store;
   Locker locker(store, quiet);
