@@ -329,7 +329,7 @@ void Client::renewed(LocalTime deadline) {
   m_world.count("renewals");
   // The guardian woke at its deadline on its own (a fired watchdog stays fired), then gets the extension.
   (void)m_guardian->check(ns(now));
-  m_guardian->extend(ns(deadline));
+  if (m_world.config().plant != Plant::no_extend) m_guardian->extend(ns(deadline));
   m_world.note(fmt::format("{} renewed {}: deadline in {}", m_tag, held(),
                            ms(std::chrono::duration_cast<Millis>(deadline - now))));
 }
@@ -415,6 +415,11 @@ std::optional<LocalTime> Client::lease_deadline_of(const std::string& id) const 
   for (std::size_t i = 0; i < renewed_count(); ++i)
     if (m_locks[i].id == id) return m_heart->deadline(i);
   return std::nullopt;
+}
+
+std::optional<LocalTime> Client::guardian_deadline() const {
+  if (!m_guardian || m_guardian->state() != mongolock::GuardianDeadline::State::armed) return std::nullopt;
+  return LocalTime(std::chrono::nanoseconds(m_guardian->next_wakeup()));
 }
 
 bool Client::job_running() const { return m_job && m_world.now() < job_end(); }

@@ -61,6 +61,8 @@ public:
   [[nodiscard]] LocalTime job_end() const;
   // The holder counts its lease valid now: holding, not lost, before LeaseBook's deadline.
   [[nodiscard]] bool believes() const;
+  // The guardian's watchdog deadline while it is armed (nullopt once it fired or stops the job).
+  [[nodiscard]] std::optional<LocalTime> guardian_deadline() const;
   [[nodiscard]] LocalTime belief_deadline() const { return m_heart ? m_heart->deadline() : LocalTime{}; }
   // The heartbeat's lease of lock i (for SimStore's Plant::late_reply): its deadline; nullopt when none.
   [[nodiscard]] std::optional<LocalTime> lease_deadline_of(const std::string& id) const;

@@ -69,14 +69,15 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 } // namespace
 
 Plant parse_plant(const std::string& text) {
-  for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
-                       Plant::late_spawn, Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial,
-                       Plant::first_only, Plant::renew_by_name, Plant::jump_queue, Plant::long_expiry}) {
+  for (const auto p :
+       {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn,
+        Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only, Plant::renew_by_name,
+        Plant::jump_queue, Plant::long_expiry, Plant::no_extend}) {
     if (text == plant_name(p)) return p;
   }
   throw std::invalid_argument("unknown bug '" + text +
                               "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
-                              "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry)");
+                              "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend)");
 }
 
 const char* plant_name(Plant plant) {
@@ -109,6 +110,8 @@ const char* plant_name(Plant plant) {
     return "jump-queue";
   case Plant::long_expiry:
     return "long-expiry";
+  case Plant::no_extend:
+    return "no-extend";
   }
   return "?";
 }
@@ -481,6 +484,16 @@ void World::check_client(const Client& client, std::map<std::string, int>& jobs,
   const bool job = client.job_running();
   const bool believes = client.believes();
   if (!job && !believes) return;
+  // Liveness of the job: while its holder counts the lease of its one lock valid, the guardian's watchdog is
+  // not behind it (every confirmed renewal moves it to the lease's deadline), so it never stops a job whose
+  // lease holds. (With several locks it lags while a pass is under way or one of them failed: by design, it
+  // gets the earliest deadline only when every lock was renewed.)
+  if (job && believes && client.run_names().size() == 1 && client.guardian_deadline() &&
+      *client.guardian_deadline() < client.belief_deadline()) {
+    throw Violation(fmt::format("c{}: its guardian stops the job at {} although its lease counts valid until {}",
+                                client.id(), fmt_time(*client.guardian_deadline()),
+                                fmt_time(client.belief_deadline())));
+  }
   for (const auto& name : client.run_names()) {
     const auto& locks = client.locks();
     const auto lock = std::find_if(locks.begin(), locks.end(), [&](const auto& l) { return l.name == name; });

@@ -41,6 +41,7 @@ enum class Plant {
   renew_by_name, // renewals select the lock by name only (no _id, no token): a broken holder renews the next one's
   jump_queue,    // a --wait run (client 1's) takes a free lock without a ticket whoever waits (no queue check)
   long_expiry,   // an insert writes an expiry a TTL too far (a lease counted from the wrong moment)
+  no_extend,     // the heartbeat's renewals do not move the guardian's deadline (Child::extend_deadline())
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
