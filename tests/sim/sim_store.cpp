@@ -81,6 +81,35 @@ LockSelector SimStore::sent(const LockSelector& which) const {
   return out;
 }
 
+// When a request reaches the server, and its faults: two independent faults of a write, the request delayed
+// on its way (it arrives after other clients' writes) and, on FerretDB v1, a delay between its read and its
+// write-back (others write meanwhile); and an error that comes back early while the write is on its way.
+SimStore::Arrival SimStore::draw_arrival(Write kind, LocalTime start, LocalTime limit) {
+  auto& rng = m_world.rng();
+  const auto& config = m_world.config();
+  const auto rtt = m_clock.round_trip();
+  const bool update = kind != Write::read;
+  // A delayed request: mostly up to 1.5 s, 1 in 4 up to several seconds (past a pin's clearing time:
+  // LeaseBook's server bound + 1 s).
+  const auto transport = update && rng.chance(config.p_delay)
+                             ? rng.millis(Millis(10), rng.chance(0.25) ? k_long_delay : k_max_delay)
+                             : Millis(0);
+  Arrival a;
+  a.between = config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
+              (kind == Write::forced_delay || (update && rng.chance(config.p_delay)));
+  a.delay = !a.between                    ? Millis(0)
+            : kind == Write::forced_delay ? rng.millis(Millis(10), config.timing.ttl)
+                                          : rng.millis(Millis(10), k_max_delay);
+  a.arrives = start + rng.millis(Millis(0), rtt / 2) + transport;
+  // An error that comes back early (a connection reset, a failover's "not primary") while the request is
+  // still on its way or queued at the server: it lands later, up to several seconds after the error.
+  if (update && rng.chance(config.p_early)) {
+    a.early = std::min(limit, start + rng.millis(Millis(0), rtt / 2 + Millis(1)));
+    a.arrives = std::max(a.arrives, *a.early + rng.millis(Millis(1), k_long_delay));
+  }
+  return a;
+}
+
 template <typename T> T SimStore::call(const char* what, std::function<T()> op, Write kind) {
   if (m_client.dead()) throw Killed{}; // a dead process sends nothing
   auto& rng = m_world.rng();
@@ -97,27 +126,11 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
     wait_until(start + rtt / 2);
     throw unavailable(fmt::format("{}: failed before it reached the server", what));
   }
-  // Two independent faults of a write: the request delayed on its way (it arrives after other clients'
-  // writes), and, on FerretDB v1, a delay between its read and its write-back (others write meanwhile).
-  const bool update = kind != Write::read;
-  // A delayed request: mostly up to 1.5 s, 1 in 4 up to several seconds (past a pin's clearing time:
-  // LeaseBook's server bound + 1 s).
-  const auto transport = update && rng.chance(config.p_delay)
-                             ? rng.millis(Millis(10), rng.chance(0.25) ? k_long_delay : k_max_delay)
-                             : Millis(0);
-  const bool between = config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
-                       (kind == Write::forced_delay || (update && rng.chance(config.p_delay)));
-  const auto delay = !between                      ? Millis(0)
-                     : kind == Write::forced_delay ? rng.millis(Millis(10), config.timing.ttl)
-                                                   : rng.millis(Millis(10), k_max_delay);
-  auto arrives = start + rng.millis(Millis(0), rtt / 2) + transport;
-  // An error that comes back early (a connection reset, a failover's "not primary") while the request is
-  // still on its way or queued at the server: it lands later, up to several seconds after the error.
-  std::optional<LocalTime> early;
-  if (update && rng.chance(config.p_early)) {
-    early = std::min(limit, start + rng.millis(Millis(0), rtt / 2 + Millis(1)));
-    arrives = std::max(arrives, *early + rng.millis(Millis(1), k_long_delay));
-  }
+  const auto arrival = draw_arrival(kind, start, limit);
+  const auto arrives = arrival.arrives;
+  const auto early = arrival.early;
+  const bool between = arrival.between;
+  const auto delay = arrival.delay;
   struct Outcome {
     std::optional<T> value;
     bool aborted = false;
