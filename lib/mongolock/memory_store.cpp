@@ -173,13 +173,22 @@ bool MemoryStore::insert_ticket(TicketRecord& ticket) {
 }
 
 std::int64_t MemoryStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
-  for (auto& ticket : m_tickets) {
-    if (ticket.id == id && ticket.expires_at > now) {
-      ticket.expires_at = expires_at;
-      return 1;
-    }
+  const auto it = std::find_if(m_tickets.begin(), m_tickets.end(),
+                               [&](const TicketRecord& t) { return t.id == id && t.expires_at > now; });
+  if (it == m_tickets.end()) return 0;
+  if (m_semantics == WriteSemantics::mongodb) {
+    it->expires_at = expires_at;
+    run_between();
+    return 1;
   }
-  return 0;
+  // FerretDB v1: read, (others write), change the copy, write the whole copy back by _id.
+  auto copy = *it;
+  run_between();
+  copy.expires_at = expires_at;
+  const auto now_there =
+      std::find_if(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) { return t.id == copy.id; });
+  if (now_there != m_tickets.end()) *now_there = copy;
+  return 1;
 }
 
 std::int64_t MemoryStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
@@ -187,7 +196,16 @@ std::int64_t MemoryStore::remove_ticket(std::string_view id, std::optional<Serve
     return t.id == id && (!expired_at_or_before || t.expires_at <= *expired_at_or_before);
   });
   if (it == m_tickets.end()) return 0;
-  m_tickets.erase(it);
+  if (m_semantics == WriteSemantics::mongodb) {
+    m_tickets.erase(it);
+    run_between();
+    return 1;
+  }
+  const std::string found = it->id;
+  run_between(); // FerretDB v1: deleted by _id afterwards, without checking the filter again
+  const auto now_there =
+      std::find_if(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) { return t.id == found; });
+  if (now_there != m_tickets.end()) m_tickets.erase(now_there);
   return 1;
 }
 

@@ -45,8 +45,9 @@ public:
   // the events collection just then (FerretDB v1 with SQLite: "database is locked").
   void fail_follows(int n) { m_failing_follows = n; }
 
-  // Runs between the read and the write of the next update or delete of a lock document (once; FerretDB
-  // semantics only: with MongoDB's the write is atomic and this runs after it). Set it again for more.
+  // Runs between the read and the write of the next update or delete of a lock document or a queue ticket
+  // (once; FerretDB semantics only: with MongoDB's the write is atomic and this runs after it). Set it again
+  // for more.
   std::function<void()> between;
 
   // Another client's update of `waiters` on the one document `which` selects (what waiters of mongolock

@@ -65,6 +65,11 @@ struct QueueTiming {
   Millis far_step{250};      // farther back: read the queue every far_step per place behind the followers
   Millis far_max{6000};      // ... at most this long apart (and this often once the line stood still
                              //     for follow_idle)
+
+  // How long past its last renewal (server clock) a far waiter's ticket counts as dead wherever it is in
+  // line: a live far waiter renews every 3/8 of far_ticket_lease (9 s), plus push_check (its step) and
+  // 2 x (purge_after / 2) (the renewal's answer limit, and slack) = 12.5 s.
+  [[nodiscard]] Millis renewal_overdue() const { return far_ticket_lease * 3 / 8 + push_check + purge_after; }
 };
 
 // How long a waiter at `position` (> timing.followers) waits before it reads the queue again: far_step
@@ -131,12 +136,8 @@ public:
   // match the same ticket).
   [[nodiscard]] Millis answer_limit() const { return m_timing.purge_after / 2; }
 
-  // How long past its last renewal (server clock) a far waiter's ticket counts as dead wherever it is in
-  // line: a live far waiter renews every 3/8 of far_ticket_lease (9 s), plus push_check (its step) and
-  // 2 x answer_limit() (the renewal's answer, and slack) = 12.5 s.
-  [[nodiscard]] Millis renewal_overdue() const {
-    return m_timing.far_ticket_lease * 3 / 8 + m_timing.push_check + 2 * answer_limit();
-  }
+  // QueueTiming::renewal_overdue() of this queue's timing (12.5 s by default).
+  [[nodiscard]] Millis renewal_overdue() const { return m_timing.renewal_overdue(); }
 
   // Reads the queue of every joined name (one find) and remembers the live tickets ahead of this waiter;
   // true when there are none on any name (head()). Deletes dead tickets found ahead of it (expired

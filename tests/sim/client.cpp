@@ -1,6 +1,7 @@
 #include "client.hpp"
 
 #include <mongolock/error.hpp>
+#include <mongolock/supervisor.hpp>
 
 #include <fmt/format.h>
 
@@ -49,6 +50,7 @@ void Client::step() {
             *d = Millis(600'000);
         }
         m_waiter = std::make_unique<mongolock::Waiter>(m_locker, requests(), policy);
+        m_waiting_since = m_world.now();
       }
       acquire();
       break;
@@ -68,6 +70,7 @@ void Client::step() {
   } catch (const Killed&) {
     m_world.note(fmt::format("{} died in a call", m_tag));
   }
+  m_in_hand.clear(); // the acquisition returned: its locks are held (m_locks) or given back
 }
 
 // The names of this attempt: one of the world's names; in a schedule of several names per run (Config::multi),
@@ -190,7 +193,7 @@ void Client::acquire() {
     skip_queue();
     return;
   }
-  if (m_waiter) {
+  if (m_waiter && !jumps_queue()) {
     wait_in_queue();
     return;
   }
@@ -201,6 +204,7 @@ void Client::acquire() {
                        ? acquire_partial()
                        : m_locker.acquire_all(requests(), mongolock::WaitPolicy{}, [](Millis) { return true; });
     if (!outcome.locks.empty()) {
+      m_waiter.reset(); // Plant::jump_queue: it took the lock outside the queue
       start(std::move(outcome.locks));
       return;
     }
@@ -245,37 +249,38 @@ mongolock::AcquireOutcome Client::acquire_partial() {
   return outcome;
 }
 
-// Run::start(): the job starts only before the first acquisition's renew deadline (the earliest over the locks:
-// lease_deadline()); past it the locks are released and nothing starts (exit 76).
+// Run::start(): the job starts only before the first acquisition's renew deadline (the real lease_deadline():
+// the earliest over the locks); past it the locks are released and nothing starts (exit 76). Then the real
+// heartbeat (HeartbeatSteps, heartbeat.hpp) keeps the lease, and the guardian is armed with that deadline.
 void Client::start(std::vector<LockRecord> locks) {
   const auto& timing = m_world.config().timing;
   const auto now = m_world.now();
   for (const auto& lock : locks)
     m_world.acquired(lock);
   m_locks = std::move(locks);
-  std::vector<LocalTime> sent;
-  for (const auto& lock : m_locks)
-    sent.push_back(lock.sent);
-  if (m_world.config().plant == Plant::first_only) sent.resize(1); // the planted bug: the first lock only
-  m_book.emplace(sent, timing);
   m_lost = false;
   m_state = State::finishing;
   m_run_names = m_wants;
   m_wants.clear();
-  if (now >= m_book->deadline() && m_world.config().plant != Plant::late_spawn) {
+  const auto start_by = mongolock::lease_deadline(m_store, m_locks, timing);
+  if (now >= start_by && m_world.config().plant != Plant::late_spawn) {
     m_world.note(fmt::format("{} acquired {} past its renew deadline: releases, starts nothing", m_tag, held()));
     m_job = false;
     m_wake_at = now;
     return;
   }
+  // Plant::first_only: the heartbeat renews (and counts the lease by) the first lock only.
+  const bool first_only = m_world.config().plant == Plant::first_only;
+  m_renewing = first_only ? std::vector<LockRecord>{m_locks.front()} : std::vector<LockRecord>{};
+  m_heart = std::make_unique<mongolock::HeartbeatSteps>(m_locker, first_only ? m_renewing : m_locks, timing, m_log,
+                                                        [this](LocalTime deadline) { renewed(deadline); });
   m_job = true;
   m_job_start = now;
   m_job_planned_end = now + m_world.rng().millis(timing.ttl / 4, timing.ttl * 3);
   // The guardian, armed with the first acquisition's deadline (run: on_lost term); it checks first
   // whenever it wakes.
-  m_guardian.emplace(ns(m_book->deadline()), ns(timing.kill_grace));
+  m_guardian.emplace(ns(start_by), ns(timing.kill_grace));
   (void)m_guardian->check(ns(now));
-  m_next_renewal = m_book->next_renewal();
   m_state = State::holding;
   m_world.count("jobs");
   if (m_run_names.size() > 1) m_world.count("jobs on several names");
@@ -286,82 +291,47 @@ void Client::start(std::vector<LockRecord> locks) {
   }
   m_world.note(fmt::format("{} acquired {}: job until {} (deadline {})", m_tag, what,
                            ms(std::chrono::duration_cast<Millis>(m_job_planned_end - now)),
-                           ms(std::chrono::duration_cast<Millis>(m_book->deadline() - now))));
+                           ms(std::chrono::duration_cast<Millis>(m_heart->deadline() - now))));
   for (const auto& lock : m_locks)
     m_world.job_started(lock);
-  m_wake_at = std::min({m_next_renewal, m_job_planned_end, m_book->deadline()});
+  m_wake_at = std::min({m_heart->next_wakeup(), m_job_planned_end, m_heart->deadline()});
 }
 
-// The main loop (lease check first) and the heartbeat, one step.
+// Supervisor's main loop (lease check first: its deadline, a lock found gone), then the real heartbeat's
+// step when it is due (the thread's wake-up, here on virtual time).
 void Client::hold() {
   const auto now = m_world.now();
-  if (!m_lost && now >= m_book->deadline()) set_lost("the renew deadline passed");
+  if (!m_lost && now >= m_heart->deadline()) set_lost("the renew deadline passed");
+  if (!m_lost && !m_heart->gone().empty()) set_lost(m_heart->gone());
   if (!m_lost && now >= m_job_planned_end) m_world.note(fmt::format("{} job on {} ended", m_tag, held()));
   if (m_lost || now >= m_job_planned_end) {
+    m_heart->give_up();
     m_state = State::finishing;
     m_wake_at = job_end();
     return;
   }
-  if (now >= m_next_renewal) renew();
-  if (m_state == State::holding) m_wake_at = std::min({m_next_renewal, m_job_planned_end, m_book->deadline()});
-}
-
-// Heartbeat's loop (supervisor.cpp), one pass on virtual time: renew_one() on every lock in turn; a lease
-// gone (any lock's) ends it; when every renewal was confirmed, the guardian gets the run's deadline (the
-// earliest over the locks) and the next pass comes at LeaseBook's next renewal, else a retry delay later.
-void Client::renew() {
-  const auto& timing = m_world.config().timing;
-  bool all_renewed = true;
-  for (std::size_t i = 0; i < m_book->size(); ++i) { // m_locks.size() (but Plant::first_only)
-    const auto outcome = renew_one(i);
-    if (outcome == Renewal::gone) return;
-    all_renewed = all_renewed && outcome == Renewal::renewed;
-  }
-  const auto now = m_world.now();
-  if (!all_renewed) {
-    m_next_renewal = now + std::clamp(timing.renew_interval / 4, Millis(100), Millis(2000));
+  if (now >= m_heart->next_wakeup() && !m_heart->step()) {
+    // Ended: the lock was found gone, too late to renew, or a reply after the deadline (it has passed).
+    const auto gone = m_heart->gone();
+    set_lost(gone.empty() ? "the renewal came too late (the renew deadline passed)" : gone);
+    m_heart->give_up();
+    m_state = State::finishing;
+    m_wake_at = job_end();
     return;
   }
-  // The guardian woke at its deadline on its own (a fired watchdog stays fired), then gets the extension.
-  (void)m_guardian->check(ns(now));
-  m_guardian->extend(ns(m_book->deadline()));
-  m_next_renewal = m_book->next_renewal();
-  m_world.note(fmt::format("{} renewed {}: deadline in {}", m_tag, held(),
-                           ms(std::chrono::duration_cast<Millis>(m_book->deadline() - now))));
+  if (m_state == State::holding) m_wake_at = std::min({m_heart->next_wakeup(), m_job_planned_end, m_heart->deadline()});
 }
 
-// Heartbeat::renew_one() (supervisor.cpp) for lock i, on virtual time.
-Client::Renewal Client::renew_one(std::size_t i) {
-  const auto& timing = m_world.config().timing;
-  auto& lock = m_locks[i];
-  const auto deadline = m_book->deadline(i);
-  const auto sent = m_world.now();
-  if (sent >= deadline) {
-    set_lost("too late to renew");
-    return Renewal::gone;
-  }
-  const auto left = std::chrono::floor<Millis>(deadline - sent);
-  const auto total = left + timing.kill_grace + Millis(500);
-  try {
-    m_store.reconnect(mongolock::CallLimits{left, total, m_book->server_bound(total)});
-    if (!m_locker.renew(lock, timing.ttl, sent)) {
-      set_lost(fmt::format("the lock document of '{}' is gone", lock.program));
-      return Renewal::gone;
-    }
-    const auto received = m_world.now();
-    if (received >= deadline) m_world.count("late replies");
-    if (received >= deadline && m_world.config().plant != Plant::late_reply) {
-      set_lost(fmt::format("the renewal of '{}' was answered after the renew deadline", lock.program));
-      return Renewal::gone;
-    }
-    m_book->confirmed(i, sent, received);
-    m_world.count("renewals");
-    return Renewal::renewed;
-  } catch (const mongolock::Error& e) {
-    m_book->unknown(i, sent, m_book->server_bound(left + timing.kill_grace + Millis(500)));
-    m_world.note(fmt::format("{} renewal of '{}' failed: {}", m_tag, lock.program, e.what()));
-    return Renewal::failed;
-  }
+// The heartbeat's `renewed` callback (Supervisor: Child::extend_deadline()): every lock was renewed.
+void Client::renewed(LocalTime deadline) {
+  if (!m_renewing.empty()) m_locks.front() = m_renewing.front(); // Plant::first_only: its copy
+  const auto now = m_world.now();
+  m_world.count("renewals");
+  // The guardian woke at its deadline on its own (a fired watchdog stays fired), then gets the extension.
+  (void)m_guardian->check(ns(now));
+  if (m_world.config().plant != Plant::no_extend) m_guardian->extend(ns(deadline));
+  m_world.note(fmt::format("{} renewed {}: deadline in {}", m_tag, held(),
+                           ms(std::chrono::duration_cast<Millis>(deadline - now))));
 }
 
 void Client::set_lost(const std::string& why) {
@@ -386,7 +356,8 @@ void Client::finish() {
   for (std::size_t i = 0; i < m_locks.size(); ++i) {
     const auto& lock = m_locks[i];
     // The lease counts as valid (the release is sent before its deadline): a --min-hold must be kept.
-    const bool valid = !m_lost && m_world.now() < (i < m_book->size() ? m_book->deadline(i) : m_book->deadline());
+    const bool valid =
+        m_heart && !m_lost && m_world.now() < (i < renewed_count() ? m_heart->deadline(i) : m_heart->deadline());
     try {
       const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token};
       mongolock::ReleaseOutcome result;
@@ -407,11 +378,16 @@ void Client::finish() {
   }
   m_locks.clear();
   m_run_names.clear();
-  m_book.reset();
+  m_heart.reset();
+  m_renewing.clear();
   idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl * 2));
 }
 
+// Plant::jump_queue: client 1's --wait runs take a free lock as runs without --wait do (the others queue).
+bool Client::jumps_queue() const { return m_world.config().plant == Plant::jump_queue && m_id == 1; }
+
 void Client::idle_for(Millis d) {
+  m_waiter.reset(); // Plant::jump_queue: its unused Waiter
   m_state = State::idle;
   m_wants.clear();
   m_wake_at = m_world.now() + d;
@@ -434,8 +410,20 @@ std::optional<LocalTime> Client::head_since() const {
   return std::max({*m_head_since, m_paused_until, m_overran_at});
 }
 
+std::optional<LocalTime> Client::lease_deadline_of(const std::string& id) const {
+  if (!m_heart) return std::nullopt;
+  for (std::size_t i = 0; i < renewed_count(); ++i)
+    if (m_locks[i].id == id) return m_heart->deadline(i);
+  return std::nullopt;
+}
+
+std::optional<LocalTime> Client::guardian_deadline() const {
+  if (!m_guardian || m_guardian->state() != mongolock::GuardianDeadline::State::armed) return std::nullopt;
+  return LocalTime(std::chrono::nanoseconds(m_guardian->next_wakeup()));
+}
+
 bool Client::job_running() const { return m_job && m_world.now() < job_end(); }
 
-bool Client::believes() const { return m_state == State::holding && !m_lost && m_world.now() < m_book->deadline(); }
+bool Client::believes() const { return m_state == State::holding && !m_lost && m_world.now() < m_heart->deadline(); }
 
 } // namespace sim

@@ -11,12 +11,13 @@
 #include "world.hpp"
 
 #include <mongolock/guardian_deadline.hpp>
-#include <mongolock/lease_book.hpp>
+#include <mongolock/heartbeat.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/log.hpp>
 #include <mongolock/waiter.hpp>
 
 #include <memory>
+#include <set>
 
 namespace sim {
 
@@ -46,6 +47,8 @@ public:
   // --- for the invariants ------------------------------------------------------------------------
   // The locks this client acquired and has not released yet (empty when none), in request order.
   [[nodiscard]] const std::vector<mongolock::LockRecord>& locks() const { return m_locks; }
+  // The _id of locks an acquisition of this client has taken and not yet returned or given back (in a call).
+  [[nodiscard]] const std::set<std::string>& in_hand() const { return m_in_hand; }
   // The names its job runs on (the run's names: the job uses all of them), set when the job starts.
   [[nodiscard]] const std::vector<std::string>& run_names() const { return m_run_names; }
   // The names the current attempt wants (empty when idle or holding).
@@ -58,7 +61,11 @@ public:
   [[nodiscard]] LocalTime job_end() const;
   // The holder counts its lease valid now: holding, not lost, before LeaseBook's deadline.
   [[nodiscard]] bool believes() const;
-  [[nodiscard]] LocalTime belief_deadline() const { return m_book ? m_book->deadline() : LocalTime{}; }
+  // The guardian's watchdog deadline while it is armed (nullopt once it fired or stops the job).
+  [[nodiscard]] std::optional<LocalTime> guardian_deadline() const;
+  [[nodiscard]] LocalTime belief_deadline() const { return m_heart ? m_heart->deadline() : LocalTime{}; }
+  // The heartbeat's lease of lock i (for SimStore's Plant::late_reply): its deadline; nullopt when none.
+  [[nodiscard]] std::optional<LocalTime> lease_deadline_of(const std::string& id) const;
   // Waiting in the queue, first in line on every name it wants (wants()), neither dead nor stopped: since when
   // (the later of becoming the head, the end of its last pause and of its last call held up by others); nullopt
   // otherwise.
@@ -75,13 +82,14 @@ private:
   [[nodiscard]] std::string held() const;   // "'a', 'b#2'" for the trace
   void start(std::vector<mongolock::LockRecord> locks);
   void hold();
-  void renew();
-  enum class Renewal { renewed, failed, gone };
-  Renewal renew_one(std::size_t i);
+  void renewed(LocalTime deadline);
+  // How many of m_locks the heartbeat renews (all; 1 under Plant::first_only).
+  [[nodiscard]] std::size_t renewed_count() const { return m_renewing.empty() ? m_locks.size() : 1; }
   void finish();
   void set_lost(const std::string& why);
   [[nodiscard]] mongolock::AcquireOutcome acquire_partial(); // Plant::partial
   void idle_for(Millis d);
+  [[nodiscard]] bool jumps_queue() const;
   [[nodiscard]] LocalTime guardian_kill_at() const;
   void maybe_mark_waiters(const std::vector<mongolock::LockRecord>& seen);
 
@@ -100,17 +108,19 @@ private:
   LocalTime m_wait_end{}; // in a call (busy): when its wait would end on its own
   bool m_busy = false;
   std::vector<std::string> m_wants;
+  std::set<std::string> m_in_hand;
+  LocalTime m_waiting_since{};                     // this attempt's Waiter was created (run --wait)
   std::unique_ptr<mongolock::Waiter> m_waiter;     // this attempt waits in the queue (run --wait)
   std::unique_ptr<mongolock::WaitQueue> m_skipper; // Plant::skip_queue: its tickets, outside the Waiter
   LocalTime m_want_until{};
   std::vector<mongolock::LockRecord> m_locks;
   std::vector<std::string> m_run_names;
-  std::optional<mongolock::LeaseBook> m_book;
+  std::unique_ptr<mongolock::HeartbeatSteps> m_heart; // the real heartbeat, while holding (after start())
+  std::vector<mongolock::LockRecord> m_renewing;      // Plant::first_only: the locks it renews (a copy)
   bool m_lost = false;
   bool m_job = false;
   LocalTime m_job_start{};
   LocalTime m_job_planned_end{};
-  LocalTime m_next_renewal{};
   std::optional<mongolock::GuardianDeadline> m_guardian; // the real watchdog of the job's guardian
   LocalTime m_died_at = LocalTime::max();                // killed (the host died: its job with it)
   friend class SimStore;

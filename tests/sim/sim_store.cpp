@@ -16,7 +16,8 @@ namespace {
 
 constexpr Millis k_operation_timeout{3000}; // a call without CallLimits (acquire, release): the URI's timeouts
 constexpr Millis k_connect_timeout{500};    // how long a call to an unreachable server takes to fail
-constexpr Millis k_max_delay{1500};         // a delayed request, at most
+constexpr Millis k_max_delay{1500};         // a delayed request, at most (mostly)
+constexpr Millis k_long_delay{6000};        // a request delayed long, or one that lands after an early error
 
 // The server aborted a command past its maxTimeMS (CallLimits::server) instead of writing.
 struct Aborted {};
@@ -64,9 +65,10 @@ void SimStore::reconnect(std::optional<mongolock::CallLimits> limits) {
 void SimStore::wait_until(LocalTime t) {
   m_client.m_wait_end = t;
   m_world.run_until(t);
-  if (m_world.now() > t) m_client.overran(); // held up by calls nested in this one (the scheduler)
   while (m_world.now() < m_client.paused_until())
     m_world.run_until(m_client.paused_until()); // stopped: the reply waits in the socket
+  // Held up by calls nested in this one (the scheduler), also past the end of a pause.
+  if (m_world.now() > std::max(t, m_client.paused_until())) m_client.overran();
   if (m_client.dead()) throw Killed{};
 }
 
@@ -77,6 +79,35 @@ LockSelector SimStore::sent(const LockSelector& which) const {
     out.token.reset();
   }
   return out;
+}
+
+// When a request reaches the server, and its faults: two independent faults of a write, the request delayed
+// on its way (it arrives after other clients' writes) and, on FerretDB v1, a delay between its read and its
+// write-back (others write meanwhile); and an error that comes back early while the write is on its way.
+SimStore::Arrival SimStore::draw_arrival(Write kind, LocalTime start, LocalTime limit) {
+  auto& rng = m_world.rng();
+  const auto& config = m_world.config();
+  const auto rtt = m_clock.round_trip();
+  const bool update = kind != Write::read;
+  // A delayed request: mostly up to 1.5 s, 1 in 4 up to several seconds (past a pin's clearing time:
+  // LeaseBook's server bound + 1 s).
+  const auto transport = update && rng.chance(config.p_delay)
+                             ? rng.millis(Millis(10), rng.chance(0.25) ? k_long_delay : k_max_delay)
+                             : Millis(0);
+  Arrival a;
+  a.between = config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
+              (kind == Write::forced_delay || (update && rng.chance(config.p_delay)));
+  a.delay = !a.between                    ? Millis(0)
+            : kind == Write::forced_delay ? rng.millis(Millis(10), config.timing.ttl)
+                                          : rng.millis(Millis(10), k_max_delay);
+  a.arrives = start + rng.millis(Millis(0), rtt / 2) + transport;
+  // An error that comes back early (a connection reset, a failover's "not primary") while the request is
+  // still on its way or queued at the server: it lands later, up to several seconds after the error.
+  if (update && rng.chance(config.p_early)) {
+    a.early = std::min(limit, start + rng.millis(Millis(0), rtt / 2 + Millis(1)));
+    a.arrives = std::max(a.arrives, *a.early + rng.millis(Millis(1), k_long_delay));
+  }
+  return a;
 }
 
 template <typename T> T SimStore::call(const char* what, std::function<T()> op, Write kind) {
@@ -95,16 +126,11 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
     wait_until(start + rtt / 2);
     throw unavailable(fmt::format("{}: failed before it reached the server", what));
   }
-  // Two independent faults of a write: the request delayed on its way (it arrives after other clients'
-  // writes), and, on FerretDB v1, a delay between its read and its write-back (others write meanwhile).
-  const bool update = kind != Write::read;
-  const auto transport = update && rng.chance(config.p_delay) ? rng.millis(Millis(10), k_max_delay) : Millis(0);
-  const bool between = config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
-                       (kind == Write::forced_delay || (update && rng.chance(config.p_delay)));
-  const auto delay = !between                      ? Millis(0)
-                     : kind == Write::forced_delay ? rng.millis(Millis(10), config.timing.ttl)
-                                                   : rng.millis(Millis(10), k_max_delay);
-  const auto arrives = start + rng.millis(Millis(0), rtt / 2) + transport;
+  const auto arrival = draw_arrival(kind, start, limit);
+  const auto arrives = arrival.arrives;
+  const auto early = arrival.early;
+  const bool between = arrival.between;
+  const auto delay = arrival.delay;
   struct Outcome {
     std::optional<T> value;
     bool aborted = false;
@@ -126,6 +152,10 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
     }
     world.server().between = nullptr;
   });
+  if (early) {
+    wait_until(*early);
+    throw unavailable(fmt::format("{}: connection reset (the request is still on its way)", what));
+  }
   if (arrives > limit) {
     wait_until(limit);
     throw unavailable(fmt::format("{}: timed out (the request is still on its way)", what));
@@ -152,13 +182,18 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
 bool SimStore::insert(LockRecord& lock) {
   if (lock.id.empty()) lock.id = fmt::format("{:08x}{:016x}", m_client.id(), ++m_next_id); // client-side, as a driver
   auto copy = lock;
+  if (m_world.config().plant == Plant::long_expiry) copy.expires_at += m_world.config().timing.ttl;
+  m_client.m_in_hand.insert(lock.id);
+  const bool grant_check = m_client.m_waiter != nullptr;
+  const auto waiting_since = m_client.m_waiting_since;
   return call<bool>(
       "insert",
-      [this, copy]() mutable {
+      [this, copy, grant_check, waiting_since]() mutable {
         const bool inserted = m_world.server().insert(copy);
         m_world.note(fmt::format("  server: insert {} ({}) by c{}: {}", copy.program, copy.id, m_client.id(),
                                  inserted ? "inserted" : "duplicate key"));
         if (inserted && !copy.ticket.empty()) m_world.queue_grant(copy);
+        if (inserted && copy.ticket.empty() && grant_check) m_world.ticketless_grant(copy, waiting_since);
         return inserted;
       },
       Write::read);
@@ -184,8 +219,13 @@ std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) 
 
 std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                              bool mark_waiters) {
-  const auto selector = sent(which);
-  return call<std::int64_t>(
+  auto selector = sent(which);
+  if (m_world.config().plant == Plant::renew_by_name) {
+    selector.id.reset();
+    selector.token.reset();
+  }
+  const auto sent_at = m_world.now();
+  const auto matched = call<std::int64_t>(
       "findAndModify (renew)",
       [this, selector, expires_at, renewed_at, ttl, mark_waiters] {
         const auto n = m_world.server().renew(selector, expires_at, renewed_at, ttl, mark_waiters);
@@ -193,6 +233,13 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
         return n;
       },
       Write::update);
+  const auto deadline = which.id ? m_client.lease_deadline_of(*which.id) : std::nullopt;
+  if (matched > 0 && deadline && m_world.now() >= *deadline) {
+    m_world.count("late replies");
+    // The planted bug: the heartbeat's reading of the reply's arrival is the send time (it counts the late reply).
+    if (m_world.config().plant == Plant::late_reply) m_world.lie_once(sent_at);
+  }
+  return matched;
 }
 
 std::int64_t SimStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
@@ -324,9 +371,9 @@ public:
       event = m_feed->wait(names);
       return event.has_value();
     });
-    if (m_world.now() > until) m_client.overran();
     while (m_world.now() < m_client.paused_until())
       m_world.run_until(m_client.paused_until());
+    if (m_world.now() > std::max(until, m_client.paused_until())) m_client.overran(); // as in wait_until()
     if (m_client.dead()) throw Killed{};
     if (!event && m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable");
     return event;

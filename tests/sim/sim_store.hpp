@@ -48,6 +48,13 @@ private:
   // What a call is: a read, an update or delete (may be delayed), or one delayed always (Plant::rollback).
   enum class Write { read, update, forced_delay };
   template <typename T> T call(const char* what, std::function<T()> op, Write kind);
+  struct Arrival {
+    LocalTime arrives;              // the request reaches the server
+    std::optional<LocalTime> early; // its error comes back then, while it is still on its way
+    bool between = false;           // FerretDB v1: a delay between its read and its write-back...
+    Millis delay{0};                // ...this long
+  };
+  [[nodiscard]] Arrival draw_arrival(Write kind, LocalTime start, LocalTime limit);
   // The selector as sent: without _id and token under Plant::name_selector.
   [[nodiscard]] mongolock::LockSelector sent(const mongolock::LockSelector& which) const;
   void wait_until(LocalTime t);

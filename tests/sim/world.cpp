@@ -61,6 +61,7 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
   c.p_fail = 0.03 * scale;
   c.p_lost = 0.03 * scale;
   c.p_delay = 0.08 * scale;
+  c.p_early = 0.02 * scale;
   c.horizon = std::max(Millis(20'000), ttl * 4);
   c.max_rtt = rng.millis(Millis(1), Millis(40));
 }
@@ -70,12 +71,13 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 Plant parse_plant(const std::string& text) {
   for (const auto p :
        {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn,
-        Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only}) {
+        Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only, Plant::renew_by_name,
+        Plant::jump_queue, Plant::long_expiry, Plant::no_extend}) {
     if (text == plant_name(p)) return p;
   }
   throw std::invalid_argument("unknown bug '" + text +
                               "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
-                              "no-poll, partial, first-only)");
+                              "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend)");
 }
 
 const char* plant_name(Plant plant) {
@@ -102,6 +104,14 @@ const char* plant_name(Plant plant) {
     return "partial";
   case Plant::first_only:
     return "first-only";
+  case Plant::renew_by_name:
+    return "renew-by-name";
+  case Plant::jump_queue:
+    return "jump-queue";
+  case Plant::long_expiry:
+    return "long-expiry";
+  case Plant::no_extend:
+    return "no-extend";
   }
   return "?";
 }
@@ -153,7 +163,9 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   Config c;
   c.plant = plant;
   c.semantics = semantics ? *semantics : (rng.chance(0.5) ? WriteSemantics::mongodb : WriteSemantics::ferretdb_v1);
-  c.clients = rng.range(2, 4);
+  // 1 schedule in 5 has 5-7 clients: waiters far back in the line (only the first 3 follow the events; the
+  // others poll and keep a far ticket's longer lease, WaitQueue's stale-ticket rule).
+  c.clients = rng.chance(0.2) ? rng.range(5, 7) : rng.range(2, 4);
   c.names = {"a"};
   // Several names per run (3 schedules in 10): two or three names, runs that want 1-3 of them.
   c.multi = rng.chance(0.3) || multi || plant == Plant::partial || plant == Plant::first_only;
@@ -171,7 +183,7 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   c.chaos_every = rng.chance(0.8) ? ttl * rng.range(1, 3) : Millis(0);
   if (rng.chance(plant == Plant::no_hold ? 1.0 : 0.3)) c.min_hold = rng.millis(Millis(1), ttl * 2);
   if (c.plant == Plant::rollback) c.semantics = WriteSemantics::ferretdb_v1;
-  const bool waiters = plant == Plant::skip_queue || plant == Plant::no_poll;
+  const bool waiters = plant == Plant::skip_queue || plant == Plant::no_poll || plant == Plant::jump_queue;
   if (rng.chance(waiters ? 1.0 : 0.5)) c.p_wait = rng.chance(0.5) ? 1.0 : 0.5;
   c.push = plant == Plant::no_poll || rng.chance(0.7);
   return c;
@@ -277,7 +289,7 @@ void World::chaos() {
     const auto& name =
         m_config.names[static_cast<std::size_t>(m_rng.range(0, static_cast<int>(m_config.names.size()) - 1))];
     for (const auto& lock : m_server.list(name)) {
-      m_broken.insert(lock.id);
+      m_broken.emplace(lock.id, m_now);
       (void)m_server.remove(mongolock::LockSelector{.program = lock.program, .id = lock.id});
       note(fmt::format("chaos: break --force '{}' (removes {})", lock.program, lock.id));
       count("breaks");
@@ -368,6 +380,51 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
   }
 }
 
+void World::ticketless_grant(const mongolock::LockRecord& lock, LocalTime waiting_since) {
+  count("grants without a ticket to waiters");
+  const auto now = server_now();
+  const auto before = m_truth.at(waiting_since) - m_config.max_rtt - Millis(1);
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000);
+  for (const auto& t : m_server.tickets({lock.name})) {
+    if (t.process == lock.process || t.since >= before || t.expires_at <= now || m_lapsed.count(t.id) != 0 ||
+        t.expires_at - now > far) {
+      continue;
+    }
+    throw Violation(fmt::format("'{}' went to {} without a ticket (its wait began at {}) while {} (seq {}) waited "
+                                "with a live ticket since before",
+                                lock.program, lock.process, fmt_time(waiting_since), t.process, t.seq));
+  }
+}
+
+// Orphans: a lock document that no live client holds (a failed acquisition's give-back or clean-up, a dead
+// holder, a lost insert reply) must not block its name past TTL + grace after it became nobody's: its
+// expiry may be at most a TTL (plus a round trip of the writer's clock estimate) after then. Documents
+// released into their --min-hold are kept deliberately (the min-hold invariants check them).
+void World::check_orphans() {
+  std::set<std::string> held;
+  for (const auto& client : m_clients) {
+    if (client->dead()) continue;
+    for (const auto& lock : client->locks())
+      held.insert(lock.id);
+    for (const auto& id : client->in_hand())
+      held.insert(id);
+  }
+  std::map<std::string, LocalTime> still;
+  for (const auto& doc : m_server.list()) {
+    if (held.count(doc.id) != 0 || doc.released_at) continue;
+    const auto it = m_orphan_since.find(doc.id);
+    const auto since = it == m_orphan_since.end() ? m_now : it->second;
+    still.emplace(doc.id, since);
+    const auto bound = m_truth.at(since) + m_config.timing.ttl + m_config.max_rtt + Millis(2);
+    if (doc.expires_at <= bound) continue;
+    throw Violation(fmt::format("lock '{}' ({}) is nobody's since {} but expires {} ms after then (more than its TTL "
+                                "of {} ms): it blocks its name past TTL + grace",
+                                doc.program, doc.id, fmt_time(since), (doc.expires_at - m_truth.at(since)).count(),
+                                m_config.timing.ttl.count()));
+  }
+  m_orphan_since = std::move(still);
+}
+
 // Liveness of the queue: the first in line (alive, not stopped) on every name it wants takes them once none
 // has a lock document, within k_head_bound: the release's event wakes it, else its next look at the lock
 // (push_check), plus calls that time out and a request delayed on its way. (A waiter for several names
@@ -401,10 +458,18 @@ void World::check_waiters() {
 // After every step: per name, no more jobs running (nor holders counting their lease valid) than slots;
 // every running job and every holder's lease covered by its document on the server's clock.
 void World::check_invariants() {
+  const mongolock::QueueTiming queue;
   for (const auto& t : m_server.tickets({})) {
     if (t.expires_at <= server_now()) m_lapsed.insert(t.id);
+    // A far waiter's long lease (as first seen with this expiry) not renewed for renewal_overdue(): the
+    // queue skips it as a dead waiter's wherever it is in line (WaitQueue::at_head, issue 26 item 9).
+    auto [seen, fresh] = m_ticket_seen.try_emplace(t.id, TicketSeen{t.expires_at, server_now()});
+    if (!fresh && seen->second.expires_at != t.expires_at) seen->second = TicketSeen{t.expires_at, server_now()};
+    const bool far = seen->second.expires_at - seen->second.at > queue.ticket_lease + queue.purge_after / 2;
+    if (far && t.expires_at - queue.far_ticket_lease + queue.renewal_overdue() <= server_now()) m_lapsed.insert(t.id);
   }
   check_waiters();
+  check_orphans();
   std::map<std::string, int> jobs;
   std::map<std::string, int> believers;
   for (const auto& client : m_clients)
@@ -426,6 +491,16 @@ void World::check_client(const Client& client, std::map<std::string, int>& jobs,
   const bool job = client.job_running();
   const bool believes = client.believes();
   if (!job && !believes) return;
+  // Liveness of the job: while its holder counts the lease of its one lock valid, the guardian's watchdog is
+  // not behind it (every confirmed renewal moves it to the lease's deadline), so it never stops a job whose
+  // lease holds. (With several locks it lags while a pass is under way or one of them failed: by design, it
+  // gets the earliest deadline only when every lock was renewed.)
+  if (job && believes && client.run_names().size() == 1 && client.guardian_deadline() &&
+      *client.guardian_deadline() < client.belief_deadline()) {
+    throw Violation(fmt::format("c{}: its guardian stops the job at {} although its lease counts valid until {}",
+                                client.id(), fmt_time(*client.guardian_deadline()),
+                                fmt_time(client.belief_deadline())));
+  }
   for (const auto& name : client.run_names()) {
     const auto& locks = client.locks();
     const auto lock = std::find_if(locks.begin(), locks.end(), [&](const auto& l) { return l.name == name; });
@@ -436,7 +511,9 @@ void World::check_client(const Client& client, std::map<std::string, int>& jobs,
       }
       continue;
     }
-    if (broken(lock->id)) continue; // a broken holder runs on until its next renewal: by design
+    // A broken holder runs on until its next renewal (by design), which must then find its lock gone: exempt
+    // while no renewal sent after the break was confirmed (LockRecord::sent: the last confirmed one's send time).
+    if (broken_since(lock->id, lock->sent)) continue;
     check_lock(client, *lock, job, believes);
     jobs[name] += job ? 1 : 0;
     believers[name] += believes ? 1 : 0;

@@ -38,6 +38,10 @@ enum class Plant {
   no_poll,       // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
   partial,       // acquire_all is not all-or-none: it keeps the names taken before a busy one, and the job starts
   first_only,    // the heartbeat renews, and counts the lease by, the run's first lock only
+  renew_by_name, // renewals select the lock by name only (no _id, no token): a broken holder renews the next one's
+  jump_queue,    // a --wait run (client 1's) takes a free lock without a ticket whoever waits (no queue check)
+  long_expiry,   // an insert writes an expiry a TTL too far (a lease counted from the wrong moment)
+  no_extend,     // the heartbeat's renewals do not move the guardian's deadline (Child::extend_deadline())
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -71,6 +75,7 @@ struct Config {
   double p_fail = 0;      // a call fails before it reaches the server
   double p_lost = 0;      // a reply is lost after the write applied
   double p_delay = 0;     // a request is delayed (FerretDB: between its read and its write-back)
+  double p_early = 0;     // a write's error comes back early while the request is on its way (it lands later)
   Millis chaos_every{0};  // mean time between chaos events (kill, pause, break, outage); 0: none
   double p_wait = 0;      // an attempt waits in the queue (run --wait: the real Waiter) instead of retrying
   bool push = true;       // waiters follow the wake-up events (else they poll: --no-push)
@@ -104,7 +109,14 @@ public:
   std::string run();
 
   // --- time and scheduling -----------------------------------------------------------------------
-  [[nodiscard]] LocalTime now() noexcept override { return m_now; }
+  [[nodiscard]] LocalTime now() noexcept override {
+    if (!m_lie) return m_now;
+    const auto t = *m_lie;
+    m_lie.reset();
+    return t;
+  }
+  // Plant::late_reply: the next now() (the heartbeat's reading of when a renewal's reply arrived) reads `t`.
+  void lie_once(LocalTime t) { m_lie = t; }
   // The server's own clock now (the truth the invariants use).
   [[nodiscard]] ServerTime server_now() const { return m_truth.at(m_now); }
   [[nodiscard]] ServerTime server_at(LocalTime t) const { return m_truth.at(t); }
@@ -148,7 +160,17 @@ public:
   // release's wake-up event names it) or holds a far waiter's long lease (skipped as dead after
   // WaitQueue::stale_after()).
   void queue_grant(const mongolock::LockRecord& lock);
+  // `lock`, taken without a ticket by a --wait run whose wait began at `waiting_since` (it found nobody
+  // waiting), was inserted just now: no ticket of its name that joined before then (on the server's clock,
+  // less a round trip) may still be live, unless it lapsed once or was used, or holds a far waiter's lease.
+  void ticketless_grant(const mongolock::LockRecord& lock, LocalTime waiting_since);
   [[nodiscard]] bool broken(const std::string& id) const { return m_broken.count(id) != 0; }
+  // Broken (`break --force`) at or after `t`: its holder is exempt from the invariants until a renewal sent
+  // after the break is confirmed (which must not happen: that renewal finds the lock gone).
+  [[nodiscard]] bool broken_since(const std::string& id, LocalTime t) const {
+    const auto it = m_broken.find(id);
+    return it != m_broken.end() && it->second >= t;
+  }
   void count(const char* what) { ++m_counts[what]; }
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
 
@@ -158,6 +180,7 @@ private:
   void chaos();
   void check_invariants();
   void check_waiters();
+  void check_orphans();
   void check_client(const Client& client, std::map<std::string, int>& jobs, std::map<std::string, int>& believers);
   void check_lock(const Client& client, const mongolock::LockRecord& lock, bool job, bool believes);
   [[nodiscard]] std::string fmt_time(LocalTime t) const;
@@ -166,6 +189,7 @@ private:
   Config m_config;
   LocalTime m_start;
   LocalTime m_now;
+  std::optional<LocalTime> m_lie; // Plant::late_reply: what the next now() reads
   mongolock::ServerClock m_truth; // the server's own clock on virtual time
   mongolock::MemoryStore m_server;
   TimeSource* m_previous_source = nullptr;
@@ -179,17 +203,24 @@ private:
   std::uint64_t m_op_seq = 0;
   LocalTime m_chaos_at = LocalTime::max();
   LocalTime m_outage_until{};
-  std::set<std::string> m_broken; // _id of lock documents removed by `break`
+  std::map<std::string, LocalTime> m_broken; // _id of lock documents removed by `break`: when
   std::map<std::string, std::int64_t> m_last_fence;
   struct Hold {
     std::string id;
     ServerTime until;
   };
   std::map<std::string, Hold> m_holds; // per program: a lock released into its minimum hold
-  std::set<std::string> m_lapsed;      // _id of queue tickets that were expired on the server's clock once, or
-                                       // that a lock was taken with (LockRecord::ticket: the waiter left)
+  std::set<std::string> m_lapsed;      // _id of queue tickets that were expired on the server's clock once,
+                                       // that a lock was taken with (LockRecord::ticket: the waiter left), or
+                                       // that kept a far lease unrenewed for renewal_overdue() (dead)
+  struct TicketSeen {
+    ServerTime expires_at; // the ticket's expiry when first seen with it
+    ServerTime at;         // then (server clock)
+  };
+  std::map<std::string, TicketSeen> m_ticket_seen; // per ticket _id
   std::vector<LocalTime> m_untils;     // the run_until() calls in progress, outermost first
-  std::map<std::string, LocalTime> m_free_since; // per name: no lock document on the server since
+  std::map<std::string, LocalTime> m_free_since;   // per name: no lock document on the server since
+  std::map<std::string, LocalTime> m_orphan_since; // _id of lock documents no live client holds: since
   std::deque<std::string> m_trace;
   std::map<std::string, long> m_counts;
   long m_steps = 0;
