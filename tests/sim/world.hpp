@@ -218,7 +218,7 @@ private:
     ServerTime at;         // then (server clock)
   };
   std::map<std::string, TicketSeen> m_ticket_seen; // per ticket _id
-  std::vector<LocalTime> m_untils;     // the run_until() calls in progress, outermost first
+  std::vector<LocalTime> m_untils;                 // the run_until() calls in progress, outermost first
   std::map<std::string, LocalTime> m_free_since;   // per name: no lock document on the server since
   std::map<std::string, LocalTime> m_orphan_since; // _id of lock documents no live client holds: since
   std::deque<std::string> m_trace;
