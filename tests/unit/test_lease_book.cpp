@@ -96,4 +96,3 @@ TEST_CASE("LeaseBook: the server bound is a quarter of the renew interval, at le
   LeaseBook slow({at(0ms)}, LeaseTiming{Millis(60000), Millis(20000), Millis(40000), Millis(5000)});
   CHECK(slow.server_bound(Millis(60000)) == Millis(5000));
 }
-
