@@ -89,11 +89,11 @@ CgroupState cgroup_state(const std::string& dir) {
   const int fd = open((dir + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     struct stat st {};
-    // The directory itself is gone: it was removed, which the kernel allows only for an empty group; but
-    // only where its parent is a cgroup2 group here (in another mount namespace the path means nothing).
+    // The directory itself is gone: it was removed (the kernel allows that only for an empty group), or the
+    // path means another place in this mount view or cgroup namespace (red team of issue 26, X1).
     if (errno != ENOENT || stat(dir.c_str(), &st) == 0 || errno != ENOENT) return CgroupState::unknown;
     const auto parent = dir.substr(0, dir.rfind('/'));
-    return !parent.empty() && stat((parent + "/cgroup.procs").c_str(), &st) == 0 ? CgroupState::empty
+    return !parent.empty() && stat((parent + "/cgroup.procs").c_str(), &st) == 0 ? CgroupState::gone
                                                                                  : CgroupState::unknown;
   }
   char text[256];

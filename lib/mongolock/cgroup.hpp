@@ -20,8 +20,10 @@ namespace mongolock {
 
 // What cgroup.events says of group directory `dir`.
 enum class CgroupState {
-  empty,     // "populated 0", or the directory is gone (a group is removed only when empty, none joins it)
+  empty,     // "populated 0"
   populated, // "populated 1": some process of it (or of a group below it) runs
+  gone,      // no such directory, under a cgroup2 parent: removed (only an empty group can be), or the path
+             // names another group or none in this mount view or cgroup namespace: no proof of anything
   unknown,   // unreadable or malformed: no proof either way
 };
 [[nodiscard]] CgroupState cgroup_state(const std::string& dir);

@@ -175,6 +175,10 @@ std::string job_still_runs(int fd, std::string& cgroup) {
     return fmt::format("its job's cgroup {} still has processes", cgroup);
   case CgroupState::unknown:
     return fmt::format("its job's cgroup {} cannot be read", cgroup);
+  case CgroupState::gone:
+    // Removed, or the path names nothing in this process's cgroup namespace or mount view (a contender in
+    // another container on this host): no proof (red team of issue 26, X1: a 2 s overlap).
+    return fmt::format("its job's cgroup {} is not there (removed, or another cgroup namespace or mount view)", cgroup);
   }
   if (kill(-evidence->pgid, 0) != 0) {
     if (errno == ESRCH) return {};
@@ -216,6 +220,31 @@ std::string holder_file_path(pid_t pid, std::int64_t start) {
 
 namespace {
 
+// Opens holder file `path` for reading, for evidence: only a regular file with one link, owned by root or
+// by this user, that no group or other user may write (/dev/shm is world-writable: a file another user
+// made or rewrote, a FIFO that would block open(2), a link, proves nothing; red team of issue 26, X2 and
+// X16). -1 otherwise (errno ENOENT when there is no such file); `why` says why when given.
+int open_evidence(const std::string& path, std::string* why = nullptr) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (why) *why = fmt::format("its holder file {} is missing", path);
+    return -1;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || (st.st_uid != 0 && st.st_uid != geteuid()) ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    if (why) {
+      *why = fmt::format("its holder file {} is not a regular file of root or this user that only its owner may "
+                         "write",
+                         path);
+    }
+    close(fd);
+    errno = EPERM;
+    return -1;
+  }
+  return fd;
+}
+
 // Whether holder file `name` (mongolock-run-PID-START.lock in /dev/shm) is stale: its process is gone (not
 // merely hidden), nobody holds its lock, and no job was ever started (a run killed while it waited), or the
 // file is older than k_evidence_kept and its job's cgroup, if any, is empty (then removed too). Other files
@@ -233,7 +262,7 @@ bool sweep_if_stale(const std::string& name) {
   }
   if (process_start(pid) == start || (!process_start(pid) && (kill(pid, 0) == 0 || errno == EPERM))) return false;
   const auto path = "/dev/shm/" + name;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = open_evidence(path);
   if (fd < 0) return false;
   bool stale = false;
   struct stat st {};
@@ -243,8 +272,9 @@ bool sweep_if_stale(const std::string& name) {
     const bool old =
         std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime) > k_evidence_kept;
     const bool no_job = st.st_size == 0;
-    stale = (no_job || (old && (!cgroup || cgroup_state(evidence->cgroup) == CgroupState::empty))) &&
-            unlink(path.c_str()) == 0;
+    const auto state = cgroup ? cgroup_state(evidence->cgroup) : CgroupState::gone;
+    stale =
+        (no_job || (old && (state == CgroupState::empty || state == CgroupState::gone))) && unlink(path.c_str()) == 0;
     if (stale && cgroup) remove_cgroup_tree(evidence->cgroup);
   }
   close(fd);
@@ -271,8 +301,14 @@ HolderFile::HolderFile(const ProcessIdentity& self) {
   if (!self.complete()) return;
   sweep_holder_files();
   m_path = holder_file_path(getpid(), self.pid_start);
-  const int fd = open(m_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return;
+  // A new file only: no run of this pid and start made one before, so one that exists was made by someone
+  // else (its name can be predicted); without a holder file of its own the lock is simply not taken over
+  // early (red team of issue 26, X2).
+  const int fd = open(m_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    m_path.clear();
+    return;
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     close(fd);
     return;
@@ -311,9 +347,9 @@ HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here
     return no(fmt::format("pid {} exists but /proc does not show it (hidepid?)", pid));
   }
   const auto path = holder_file_path(pid, *lock.pid_start);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return no(fmt::format("its holder file {} is missing", path));
   std::string why;
+  const int fd = open_evidence(path, &why);
+  if (fd < 0) return no(fmt::format("{} ({})", lock.process, why));
   std::string cgroup;
   if (flock(fd, LOCK_SH | LOCK_NB) != 0)
     why = "its holder file is locked (its mongolock or guardian still runs)";

@@ -287,12 +287,14 @@ private:
   // deadline, the job is killed, never continued (-> lost): another holder may already be running.
   void on_job_stopped() {
     if (!m_child.has_terminal()) {
-      // A stop from outside (kill -STOP of the guardian or of the job's group) with no shell to continue
-      // mongolock: stopping itself would leave it stopped for good. The lease is renewed meanwhile, as for
-      // a slow job (a guardian stopped past its deadline stops the job once continued: it acts on the
-      // deadline first).
-      m_log.warning(fmt::format("the job of {} was stopped by a signal; the lease is renewed until it is continued "
-                                "(kill -CONT) or ends",
+      // The guardian was stopped from outside (kill -STOP of it or of the job's process group: without a
+      // terminal it never stops itself for the job). No shell would continue it, and a stopped guardian
+      // can act on neither the lease nor mongolock's death, nor reap a job that ended (the lock stayed held
+      // for good; a nested run's job outlived its lease: red team of issue 26, X6 and X15). It is continued
+      // at once; the job's own processes stay as they were (a stopped job is the operator's choice).
+      kill(m_child.pid(), SIGCONT);
+      m_log.warning(fmt::format("the guardian of the job of {} was stopped by a signal without a terminal (not job "
+                                "control); continued it (the job's own processes are left as they are)",
                                 m_names));
       return;
     }

@@ -142,11 +142,13 @@ once_per_success_after_the_lease() {
   result "--once-per, mongolock stopped after its job: $(json "$T/runs" '" ".join(r["outcome"] + "@" + r["host"] for r in d)')"
 }
 
-# The guardian alone stopped by a signal (kill -STOP), without a terminal (cron, systemd): no shell could
-# continue mongolock, so it does not stop itself (job control) but renews the lease. A short stop changes
-# nothing; nor does a stop past the deadline the guardian knew of (issue 26: it SIGKILLed the healthy job
-# once continued): mongolock renewed the lease all along, and the extensions it sent before that deadline
-# count when the guardian reads them. The job then ends as it would: exit and history are the job's.
+# The guardian alone stopped by a signal (kill -STOP), without a terminal (cron, systemd): not job control.
+# mongolock does not stop itself, and continues the guardian at once (a stopped guardian acts on nothing:
+# the lock stayed held after the job ended; red team of issue 26, X15). The job runs on, its lease renewed;
+# it then ends as it would: exit and history are the job's. A second stop past the renew deadline the
+# guardian knew of changes nothing either (issue 26 item 6: it SIGKILLed the healthy job once continued).
+guardian_running() { [[ $(ps -o stat= -p "$1") != T* ]]; }
+
 guardian_stopped_without_terminal() {
   local name a job guardian
   name=$(lock_name)
@@ -157,10 +159,9 @@ guardian_stopped_without_terminal() {
   guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
   [[ -n $guardian && $guardian != "$a" ]] || fail "no guardian between mongolock ($a) and the job ($job)"
   kill -STOP "$guardian"
-  wait_until 10 grep -qF "warning: the job of '$name' was stopped by a signal; the lease is renewed until it is continued" "$T/a.err"
-  sleep 0.5 # stopped for a while, under the 2 s renew deadline
+  wait_until 10 grep -qF "warning: the guardian of the job of '$name' was stopped by a signal without a terminal (not job control); continued it" "$T/a.err"
+  wait_until 10 guardian_running "$guardian"
   [[ $(ps -o stat= -p "$a") != T* ]] || fail_with "mongolock stopped itself" stderr "$T/a.err"
-  kill -CONT "$guardian"
   sleep 1.5 # a renewal later: still held, the job runs
   pid_alive "$job" || fail_with "the job ended after a short stop of its guardian" stderr "$T/a.err"
   expect_exit 0 -- ml status "$name"
@@ -179,10 +180,30 @@ guardian_stopped_without_terminal() {
   assert_eq "$(json "$T/runs" '[r["outcome"] for r in d]')" '["failed"]' "the run history"
 }
 
+# The guardian alone stopped (no terminal) and never continued by anyone, while its job ends on its own:
+# mongolock continues the guardian, which reaps the job; the run ends with the job's status and releases
+# the lock (on c0ee138's successor the lock stayed held, renewed, for as long as the guardian stayed
+# stopped: red team of issue 26, X15).
+guardian_stopped_job_ends() {
+  local name a job guardian
+  name=$(lock_name)
+  start_bg a setsid "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh -c 'echo $$ >"$1/job.tmp"; mv "$1/job.tmp" "$1/job"; exec sleep 2' _ "$T"
+  a=$BG_PID
+  wait_file 10 "$T/job"
+  job=$(cat "$T/job")
+  guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
+  [[ -n $guardian && $guardian != "$a" ]] || fail "no guardian between mongolock ($a) and the job ($job)"
+  kill -STOP "$guardian"
+  expect_bg_exit 0 "$a" a 15
+  expect_exit 1 -- ml status "$name" # released
+}
+
 run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped
 run_case "--once-per: a success recorded after the lease ended does not count; exit 76" once_per_success_after_the_lease
 run_case "the guardian stopped by a signal, no terminal: mongolock renews, no hang; past its deadline: the job runs on" \
   guardian_stopped_without_terminal
+run_case "the guardian stopped for good, no terminal, its job ends: mongolock continues it, exit 0, released" \
+  guardian_stopped_job_ends
 run_case "mongolock stopped > TTL, job ignores SIGTERM: killed before the lease ends; no overlap; exit 76" mongolock_stopped --ignore-term
 run_case "whole holder stopped > TTL, job resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped job-first
 run_case "whole holder stopped > TTL, mongolock resumed first: overlap within the freeze bound; exit 76" whole_holder_stopped mongolock-first

@@ -4,13 +4,18 @@
 #include <mongolock/clock.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/exit_codes.hpp>
+#include <mongolock/liveness.hpp>
 #include <mongolock/process.hpp>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <signal.h>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -149,7 +154,7 @@ TEST_CASE("A job's cgroup: populated while it runs, empty after cgroup.kill, rem
   CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
   CHECK(cgroup_state(path) == CgroupState::empty);
   { const auto gone = std::move(group); }
-  CHECK(cgroup_state(path) == CgroupState::empty); // removed: no process can be in it
+  CHECK(cgroup_state(path) == CgroupState::gone); // removed, or another view: no proof either way
 }
 
 TEST_SUITE_END();
@@ -216,3 +221,71 @@ TEST_CASE("reset_inherited_signals(): SIGCHLD default; ignore_sigpipe(); a job s
 }
 
 TEST_SUITE_END();
+
+// Holder files live in world-writable /dev/shm: what another user put there proves nothing (red team of
+// issue 26: X16, a FIFO named like a dead run's holder file hung every run's sweep in open(2); X2, a
+// holder file pre-created by another user carried forged evidence that let a run take over at once).
+namespace {
+// A pid that runs no process (for a dead run's file name), and a fresh start time for it.
+pid_t unused_pid() {
+  for (pid_t pid = 4000000; pid > 300; pid -= 7919)
+    if (kill(pid, 0) != 0 && errno == ESRCH) return pid;
+  return 0;
+}
+} // namespace
+
+TEST_CASE("The holder-file sweep skips a FIFO named like a holder file instead of blocking on it") {
+  const pid_t pid = unused_pid();
+  REQUIRE(pid > 0);
+  const auto path = holder_file_path(pid, 12345);
+  REQUIRE(mkfifo(path.c_str(), 0666) == 0);
+  // On a FIFO nobody writes to, a blocking open(2) never returns: run the sweep on a thread and give it
+  // 5 s (it takes milliseconds; the check is for a hang, not for speed).
+  std::atomic<bool> done = false;
+  std::thread sweeper([&] {
+    (void)sweep_holder_files();
+    done = true;
+  });
+  const auto give_up = LeaseClock::now() + std::chrono::seconds(5);
+  while (!done && LeaseClock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const bool finished = done; // before a writer end unblocks a hung open(2)
+  if (!finished) {
+    const int w = open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) close(w);
+  }
+  sweeper.join();
+  unlink(path.c_str());
+  CHECK(finished);
+}
+
+TEST_CASE("A holder file owned by another user, or writable by others, proves nothing") {
+  if (geteuid() != 0) return; // chown needs root; the suites run as root (scripts/test)
+  const auto self = own_process_identity();
+  REQUIRE(self.complete());
+  const pid_t pid = unused_pid();
+  REQUIRE(pid > 0);
+  const std::int64_t start = 12345;
+  const auto path = holder_file_path(pid, start);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, "", 0) == 0); // no job was started: the evidence of a run killed while it waited
+  close(fd);
+  LockRecord lock;
+  lock.program = "x";
+  lock.host = "h";
+  lock.process = "h:" + std::to_string(pid);
+  lock.boot_id = self.boot_id;
+  lock.pid_ns = self.pid_ns;
+  lock.pid_start = start;
+  // Root's own file: the holder is provably dead (its file is kept for the check: remove_file false).
+  CHECK(holder_verdict(lock, self, "h", false).dead);
+  REQUIRE(chown(path.c_str(), 65534, 65534) == 0); // nobody's
+  const auto foreign = holder_verdict(lock, self, "h", false);
+  CHECK_FALSE(foreign.dead);
+  CHECK(foreign.why_not.find("not a regular file of root or this user") != std::string::npos);
+  REQUIRE(chown(path.c_str(), 0, 0) == 0);
+  REQUIRE(chmod(path.c_str(), 0666) == 0); // anyone may write it
+  CHECK_FALSE(holder_verdict(lock, self, "h", false).dead);
+  unlink(path.c_str());
+}
