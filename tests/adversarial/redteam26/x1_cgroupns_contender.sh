@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# X1: the job ran in its own cgroup; mongolock + guardian killed -9 (pkill -9 mongolock), the job's setsid
+# worker runs on. The next run on the same host (same boot id, PID namespace, host name, /dev/shm) but in its
+# own cgroup namespace (a container with a private cgroupns, as Docker gives on cgroup v2, with --pid/--ipc/--uts
+# host) reads the recorded group path /sys/fs/cgroup/.../mongolock-job-X in ITS cgroup2 mount: the path does not
+# exist there, its parent has cgroup.procs, so cgroup_state() says "removed = empty": proof; the process group
+# has no member (ESRCH): "taken over" at once while the worker runs.  Usage: x1_cgroupns_contender.sh [N]
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+n=${1:-3}; k=0
+mkdir -p "$CG/rt26ns"
+for t in $(seq $n); do
+  N=x1-$t-$RANDOM; F=$ADV_T/x1-$t.holders; rm -f $F
+  start_holder $N "setsid python3 $HOLDERS_PY job $F --seconds 8 & exec sleep 300"
+  grep -o 'its cgroup [^)]*' $ADV_T/h.err | head -1
+  sleep 1
+  kill_holder
+  sleep 0.3
+  # the contender: own mount + cgroup namespace, cgroupns root = $CG/rt26ns, cgroup2 mounted at the same path
+  unshare -m sh -c "echo \$\$ >$CG/rt26ns/cgroup.procs; exec unshare -C sh -c 'umount $CG; mount -t cgroup2 cgroup2 $CG && exec $ML run -v $N -- python3 $HOLDERS_PY job $F --seconds 2'" >$ADV_T/x1.out 2>$ADV_T/x1.err
+  rc=$?
+  msg=$(grep -h 'taken over\|not taking' $ADV_T/x1.err | head -1)
+  ov=$(overlap $F)
+  echo "trial $t: contender rc=$rc; $ov; $msg"
+  [[ $rc == 0 && $ov != *max_cross_run_overlap_ms=0.0* ]] && k=$((k + 1))
+  cleanup_jobs $F; sleep 0.5
+done
+echo "X1 RESULT: overlap in $k of $n"
