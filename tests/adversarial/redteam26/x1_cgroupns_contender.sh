@@ -4,10 +4,12 @@
 # own cgroup namespace (a container with a private cgroupns, as Docker gives on cgroup v2, with --pid/--ipc/--uts
 # host) reads the recorded group path /sys/fs/cgroup/.../mongolock-job-X in ITS cgroup2 mount: the path does not
 # exist there, its parent has cgroup.procs, so cgroup_state() says "removed = empty": proof; the process group
-# has no member (ESRCH): "taken over" at once while the worker runs.  Usage: x1_cgroupns_contender.sh [N]
+# has no member (ESRCH): "taken over" at once while the worker runs.
+# Variant bind: no cgroup namespace, only a mount namespace whose cgroup2 path is a bind mount of a subgroup.
+# Usage: x1_cgroupns_contender.sh [N] [cgroupns|bind]
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-n=${1:-3}; k=0
+n=${1:-3}; variant=${2:-cgroupns}; k=0
 mkdir -p "$CG/rt26ns"
 for t in $(seq $n); do
   N=x1-$t-$RANDOM; F=$ADV_T/x1-$t.holders; rm -f $F
@@ -17,12 +19,16 @@ for t in $(seq $n); do
   kill_holder
   sleep 0.3
   # the contender: own mount + cgroup namespace, cgroupns root = $CG/rt26ns, cgroup2 mounted at the same path
-  unshare -m sh -c "echo \$\$ >$CG/rt26ns/cgroup.procs; exec unshare -C sh -c 'umount $CG; mount -t cgroup2 cgroup2 $CG && exec $ML run -v $N -- python3 $HOLDERS_PY job $F --seconds 2'" >$ADV_T/x1.out 2>$ADV_T/x1.err
+  if [[ $variant == bind ]]; then
+    unshare -m sh -c "mount --bind $CG/rt26ns $CG && exec $ML run -v $N -- python3 $HOLDERS_PY job $F --seconds 2" >$ADV_T/x1.out 2>$ADV_T/x1.err
+  else
+    unshare -m sh -c "echo \$\$ >$CG/rt26ns/cgroup.procs; exec unshare -C sh -c 'umount $CG; mount -t cgroup2 cgroup2 $CG && exec $ML run -v $N -- python3 $HOLDERS_PY job $F --seconds 2'" >$ADV_T/x1.out 2>$ADV_T/x1.err
+  fi
   rc=$?
   msg=$(grep -h 'taken over\|not taking' $ADV_T/x1.err | head -1)
   ov=$(overlap $F)
-  echo "trial $t: contender rc=$rc; $ov; $msg"
+  echo "trial $t ($variant): contender rc=$rc; $ov; $msg"
   [[ $rc == 0 && $ov != *max_cross_run_overlap_ms=0.0* ]] && k=$((k + 1))
   cleanup_jobs $F; sleep 0.5
 done
-echo "X1 RESULT: overlap in $k of $n"
+echo "X1 RESULT ($variant): overlap in $k of $n"
