@@ -6,20 +6,32 @@
 # exist there, its parent has cgroup.procs, so cgroup_state() says "removed = empty": proof; the process group
 # has no member (ESRCH): "taken over" at once while the worker runs.
 # Variant bind: no cgroup namespace, only a mount namespace whose cgroup2 path is a bind mount of a subgroup.
-# Usage: x1_cgroupns_contender.sh [N] [cgroupns|bind]
+# Variant reverse: the holder runs in the cgroup namespace (a container sharing the host's pid/ipc/uts) and
+# the contender on the host: the recorded path means another (missing) group on the host.
+# Usage: x1_cgroupns_contender.sh [N] [cgroupns|bind|reverse]
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 n=${1:-3}; variant=${2:-cgroupns}; k=0
 mkdir -p "$CG/rt26ns"
 for t in $(seq $n); do
   N=x1-$t-$RANDOM; F=$ADV_T/x1-$t.holders; rm -f $F
-  start_holder $N "setsid python3 $HOLDERS_PY job $F --seconds 8 & exec sleep 300"
+  if [[ $variant == reverse ]]; then
+    rm -f $ADV_T/job
+    unshare -m sh -c "echo \$\$ >$CG/rt26ns/cgroup.procs; exec unshare -C sh -c 'umount $CG; mount -t cgroup2 cgroup2 $CG && exec $ML run -v $N --ttl 30s -- sh -c \"echo \\\$\\\$ >$ADV_T/job; setsid python3 $HOLDERS_PY job $F --seconds 8 & exec sleep 300\"'" >$ADV_T/h.out 2>$ADV_T/h.err &
+    RUN_PID=$!
+    for i in $(seq 100); do [[ -s $ADV_T/job ]] && break; sleep 0.1; done
+    JOB_PID=$(cat $ADV_T/job); GUARDIAN_PID=$(ps -o ppid= -p "$JOB_PID" | tr -d ' ')
+  else
+    start_holder $N "setsid python3 $HOLDERS_PY job $F --seconds 8 & exec sleep 300"
+  fi
   grep -o 'its cgroup [^)]*' $ADV_T/h.err | head -1
   sleep 1
   kill_holder
   sleep 0.3
   # the contender: own mount + cgroup namespace, cgroupns root = $CG/rt26ns, cgroup2 mounted at the same path
-  if [[ $variant == bind ]]; then
+  if [[ $variant == reverse ]]; then
+    $ML run -v $N -- python3 $HOLDERS_PY job $F --seconds 2 >$ADV_T/x1.out 2>$ADV_T/x1.err
+  elif [[ $variant == bind ]]; then
     unshare -m sh -c "mount --bind $CG/rt26ns $CG && exec $ML run -v $N -- python3 $HOLDERS_PY job $F --seconds 2" >$ADV_T/x1.out 2>$ADV_T/x1.err
   else
     unshare -m sh -c "echo \$\$ >$CG/rt26ns/cgroup.procs; exec unshare -C sh -c 'umount $CG; mount -t cgroup2 cgroup2 $CG && exec $ML run -v $N -- python3 $HOLDERS_PY job $F --seconds 2'" >$ADV_T/x1.out 2>$ADV_T/x1.err
