@@ -10,6 +10,18 @@
 
 namespace mongolock {
 
+namespace {
+
+// Whether `lock` was written by this caller's identity: the same "host:pid" is not enough (two containers
+// that share a host name, mongolock PID 1 in each: both "vm:1"; red team of issue 26, X7r), so a lock
+// taken by run must also name this boot, PID namespace and process start.
+bool same_caller(const LockRecord& lock, const AcquireRequest& request) {
+  return lock.process == request.process && lock.boot_id == request.boot_id && lock.pid_ns == request.pid_ns &&
+         lock.pid_start == request.pid_start;
+}
+
+} // namespace
+
 std::string slot_program(std::string_view name, int slot) {
   return slot > 1 ? fmt::format("{}#{}", name, slot) : std::string(name);
 }
@@ -105,7 +117,7 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
       acquired = true;
       break;
     }
-    if (current && current->process == request.process && !m_own_warned) {
+    if (current && same_caller(*current, request) && !m_own_warned) {
       // The same holder identity: an earlier acquire of this caller (a lock is not reentrant), maybe one
       // whose reply was lost and whose clean-up failed (issue 27); say how to free it.
       m_own_warned = true;

@@ -183,6 +183,9 @@ same_name_and_pid_containers() {
   grep -q "^term a " "$T/log" || fail "the replaced job got no SIGTERM: $(cat "$T/log")"
   assert_matches "$T/a.err" "replaced by a newer run on vm:1; stopping the command"
   expect_bg_exit 0 "$b" b
+  # The other container's vm:1 is not this caller (red team of issue 26, X7r: "held by this caller's own
+  # identity vm:1 ... 'mongolock release' from the same shell releases it", false advice).
+  assert_not_contains "$T/b.err" "own identity"
 }
 
 # Seqs another program wrote: a replace_seq of a foreign type or beyond the int64 range is read clamped
