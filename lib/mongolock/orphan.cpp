@@ -241,12 +241,14 @@ int release_orphaned(std::string_view fd_text, const Log& log) {
                           request.holder_pid, e.what()));
     return k_exit_unavailable;
   }
-  record_orphaned_runs(store, std::move(request.runs), log);
   std::string what;
   if (!released.empty()) what = fmt::format("lock {} released", released);
   if (!kept.empty()) what += fmt::format("{}lock {}", what.empty() ? "" : "; ", kept);
+  // Said as soon as the locks are given back (what an operator waits for); the history record comes after,
+  // with its own bounded calls and its own warning if it fails.
   log.warning(fmt::format("mongolock (pid {}) died; its job was stopped and {}", request.holder_pid,
                           what.empty() ? std::string("its locks were already gone") : what));
+  record_orphaned_runs(store, std::move(request.runs), log);
   return k_exit_ok;
 }
 

@@ -219,17 +219,23 @@ guardian_releases_after_mongolock_dies() {
   ((started - killed_at < 10000)) ||
     fail "the waiter started $((started - killed_at)) ms after the kill: the lock was left to expire"
   wait_until 5 eval "! pid_alive $job" || fail "the job (pid $job) still runs after mongolock was killed"
-  wait_until 5 grep -q "died" "$T/h.err"
+  wait_for 5 grep -q "died" "$T/h.err" || fail_with "no 'died' line from the guardian's release" h "$T/h.err" w "$T/w.err"
   assert_matches "$T/h.err" "^mongolock: warning: mongolock \(pid $holder\) died; its job was stopped and lock '$name' released$"
   assert_free "$name"
   # The dead run is in the history (issue 26 item 12: it left none, and `history` showed only the waiter's),
-  # recorded by the guardian's release: lease-lost, with its command, start and lock.
-  runs "$name"
+  # recorded by the guardian's release, right after its message: lease-lost, with its command, start and lock.
+  wait_until 10 dead_run_recorded "$name"
   assert_eq "$(json "$T/runs" '" ".join(sorted(r["outcome"] + "/" + r["process"] for r in d))')" \
     "lease-lost/$HOST:$holder ok/$HOST:$waiter" "the runs recorded"
   assert_eq "$(json "$T/runs" '[r for r in d if r["outcome"] == "lease-lost"][0]["exit_code"]')" 76 "its exit code"
   assert_eq "$(json "$T/runs" '[r for r in d if r["outcome"] == "lease-lost"][0]["command"][0]')" sh "its command"
   assert_eq "$(json "$T/runs" '"lock" in [r for r in d if r["outcome"] == "lease-lost"][0] and "started_at" in [r for r in d if r["outcome"] == "lease-lost"][0]')" true "its lock and start"
+}
+
+# dead_run_recorded NAME: the runs of NAME (runs: $T/runs) include a lease-lost one.
+dead_run_recorded() {
+  runs "$1"
+  [[ $(json "$T/runs" 'sum(r["outcome"] == "lease-lost" for r in d)') -ge 1 ]]
 }
 
 # start_run_with_job NAME: `run NAME --ttl 30s` whose job writes its pid to $T/job and sleeps; sets RUN_PID,
