@@ -149,15 +149,21 @@ once_per_success_after_the_lease() {
 # guardian knew of changes nothing either (issue 26 item 6: it SIGKILLed the healthy job once continued).
 guardian_running() { [[ $(ps -o stat= -p "$1") != T* ]]; }
 
-guardian_stopped_without_terminal() {
-  local name a job guardian
-  name=$(lock_name)
-  start_bg a setsid "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh -c 'echo $$ >"$1/job.tmp"; mv "$1/job.tmp" "$1/job"; exec sleep 30' _ "$T"
+# start_guarded_job SECONDS: `run $name --ttl 3s` in a session of its own (no terminal) whose job sleeps
+# SECONDS; sets a (mongolock's pid), job and guardian (the job's parent, not mongolock).
+start_guarded_job() {
+  start_bg a setsid "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh -c 'echo $$ >"$1/job.tmp"; mv "$1/job.tmp" "$1/job"; exec sleep "$2"' _ "$T" "$1"
   a=$BG_PID
   wait_file 10 "$T/job"
   job=$(cat "$T/job")
   guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
   [[ -n $guardian && $guardian != "$a" ]] || fail "no guardian between mongolock ($a) and the job ($job)"
+}
+
+guardian_stopped_without_terminal() {
+  local name a job guardian
+  name=$(lock_name)
+  start_guarded_job 30
   kill -STOP "$guardian"
   wait_until 10 grep -qF "warning: the guardian of the job of '$name' was stopped by a signal without a terminal (not job control); continued it" "$T/a.err"
   wait_until 10 guardian_running "$guardian"
@@ -187,12 +193,7 @@ guardian_stopped_without_terminal() {
 guardian_stopped_job_ends() {
   local name a job guardian
   name=$(lock_name)
-  start_bg a setsid "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh -c 'echo $$ >"$1/job.tmp"; mv "$1/job.tmp" "$1/job"; exec sleep 2' _ "$T"
-  a=$BG_PID
-  wait_file 10 "$T/job"
-  job=$(cat "$T/job")
-  guardian=$(ps -o ppid= -p "$job" | tr -d ' ')
-  [[ -n $guardian && $guardian != "$a" ]] || fail "no guardian between mongolock ($a) and the job ($job)"
+  start_guarded_job 2
   kill -STOP "$guardian"
   expect_bg_exit 0 "$a" a 15
   expect_exit 1 -- ml status "$name" # released
