@@ -49,6 +49,13 @@ struct LockRecord {
   std::string ticket;                      // [ticket] taken from the queue: the _id of the holder's queue ticket
                                            // of this name (deleted once the lock was taken); "" otherwise. The
                                            // wake-up event of its release names it (WakeEvent)
+  std::string malformed;                   // not stored: read from a document whose expires_at is missing or one
+                                           // of the protocol's fields (dates, program, process, token) has
+                                           // another BSON type, e.g. "expires_at is not a date"; "" otherwise.
+                                           // Such a document never expires by the protocol's filters (MongoDB
+                                           // compares values of different types by type order, so
+                                           // `expires_at <= date` never matches a string): it counts as held
+                                           // until `break --force` removes it
   std::optional<std::int64_t> replace_seq; // [replace_seq] taken by run --replace from the queue: the seq of
                                            // its ticket (< 0; a newer replacing run's is lower, WaitQueue::join)
 };

@@ -363,6 +363,12 @@ std::string Locker::describe_holder(const LockRecord& lock) {
   const auto released =
       lock.released_at ? fmt::format(", released at {} but kept for its minimum hold", format_time(*lock.released_at))
                        : std::string();
+  if (!lock.malformed.empty()) {
+    // Not a lease the protocol can end: say so, and the way out, instead of an expiry that never comes.
+    return fmt::format("held by a malformed lock document ({}; holder '{}') that never expires (once nobody "
+                       "uses it: 'mongolock break {} --force')",
+                       lock.malformed, lock.process, lock.program.empty() ? lock.name : lock.program);
+  }
   return fmt::format("held by {}{} since {}{}, {}", lock.process, user, format_time(lock.acquired_at), released,
                      expiry);
 }

@@ -25,6 +25,7 @@ Json to_json(const LockView& view) {
   j["program"] = lock.program;
   j["slot"] = lock.slot > 0 ? Json(lock.slot) : Json(nullptr);
   j["state"] = lock_state(view);
+  if (!lock.malformed.empty()) j["malformed"] = lock.malformed;
   j["holder"] = lock.process;
   j["host"] = lock.host;
   j["user"] = lock.user;
@@ -140,11 +141,12 @@ std::string run_note(const HistoryRow& row) {
 } // namespace
 
 std::string lock_state(const LockView& view) {
+  if (!view.lock.malformed.empty()) return "malformed";
   if (view.lock.expires_at <= view.now) return "expired";
   return view.lock.released_at ? "released" : "held";
 }
 
-bool is_live(const LockView& view) { return view.lock.expires_at > view.now; }
+bool is_live(const LockView& view) { return !view.lock.malformed.empty() || view.lock.expires_at > view.now; }
 
 std::optional<bool> holder_alive_here(const std::string& holder) {
   const auto colon = holder.rfind(':');
@@ -167,6 +169,10 @@ std::string status_text(const std::string& name, const std::vector<LockView>& lo
     out += fmt::format("name: {}\n", printable(lock.name));
     if (lock.slot > 0) out += fmt::format("slot: {}\n", lock.slot);
     out += fmt::format("state: {}\nholder: {}\n", lock_state(view), printable(lock.process));
+    if (!lock.malformed.empty()) {
+      out += fmt::format("malformed: {} (it never expires; 'mongolock break {} --force' removes it)\n", lock.malformed,
+                         printable(lock.program));
+    }
     if (view.holder_alive) out += fmt::format("holder alive: {}\n", alive_text(view.holder_alive));
     if (!lock.user.empty()) out += fmt::format("user: {}\n", printable(lock.user));
     if (!lock.command.empty()) out += fmt::format("command: {}\n", printable(lock.command));

@@ -21,10 +21,11 @@ struct LockView {
   std::optional<bool> holder_alive; // only for holders on this host: does their pid still exist?
 };
 
-// "held", "expired" or "released" (within its minimum hold).
+// "held", "expired", "released" (within its minimum hold) or "malformed" (LockRecord::malformed: a
+// document the protocol cannot expire).
 [[nodiscard]] std::string lock_state(const LockView& view);
 
-// True while the lock keeps others out: unexpired, released or not.
+// True while the lock keeps others out: unexpired (released or not), or malformed (never expires).
 [[nodiscard]] bool is_live(const LockView& view);
 
 // Whether process `holder` ("host:pid") is alive, when it runs on this host; nullopt for other hosts or a

@@ -178,6 +178,32 @@ help_and_version() {
   assert_contains "$OUT" "--timeout"
 }
 
+# A lock document whose expires_at is not a date (another client, a hand edit) never matches the purge's
+# `expires_at <= date` (MongoDB compares across types by type order): it blocks the name until someone
+# removes it. Every command must say so, not "expired 56 years ago" with status 1 (free) and an empty list.
+malformed_document_is_named() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name"
+  python3 "$ITEST_DIR/mongo.py" set "$name" expires_at 'tomorrow' || fail "cannot set expires_at"
+  expect_exit 0 -- ml status "$name"
+  assert_contains "$OUT" 'state: malformed'
+  assert_contains "$OUT" 'malformed: expires_at is not a date'
+  expect_exit 0 -- ml status "$name" --json
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["locks"][0]
+assert d["state"] == "held" and l["state"] == "malformed", d
+assert l["malformed"] == "expires_at is not a date", l' "$OUT" || fail_with "status --json" stdout "$OUT"
+  expect_exit 0 -- ml list
+  assert_contains "$OUT" "$name"
+  # From another process than the holder's (its own identity would add a warning line).
+  expect_exit 75 -- sh -c '"$@"; exit $?' sh "$MONGOLOCK_BIN" acquire "$name"
+  assert_contains "$ERR" "held by a malformed lock document (expires_at is not a date"
+  assert_contains "$ERR" "mongolock break $name --force"
+  [[ $(wc -l <"$ERR") == 1 ]] || fail_with "not one line" stderr "$ERR"
+  expect_exit 0 -- ml break "$name" --force
+  expect_exit 0 -- ml acquire "$name"
+}
+
 # What another client stored (control bytes, a terminal escape, a line break) is shown escaped, one line
 # per field, in status and list, and the JSON carries it exactly. (Invalid UTF-8 cannot be planted here:
 # FerretDB stores U+FFFD instead; the JSON output replaces it the same way.)
@@ -203,6 +229,7 @@ assert u == "user\nX: spoofed", u' "$OUT" || fail_with "status --json" stdout "$
   python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$OUT" || fail_with "list --json is not JSON" stdout "$OUT"
 }
 
+run_case "a lock document with a malformed expires_at: held, never purged, named as malformed with the way out" malformed_document_is_named
 run_case "data on stdout only (token line, status, JSON), messages and errors on stderr" data_on_stdout
 run_case "run's stdout is the command's alone, with and without -v" run_stdout_is_the_commands
 run_case "-q / MONGOLOCK_QUIET: nothing but errors" quiet_prints_only_errors

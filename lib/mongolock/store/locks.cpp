@@ -46,18 +46,36 @@ template <std::string LockRecord::*Member> void string_field(LockRecord& lock, c
   lock.*Member = iter_string(it);
 }
 
+// A field that the protocol's decisions read, found with another BSON type: the first is named in
+// LockRecord::malformed (the others are left at their defaults).
+void note_malformed(LockRecord& lock, const bson_iter_t& it, std::string_view expected) {
+  if (lock.malformed.empty()) lock.malformed = fmt::format("{} is not {}", bson_iter_key(&it), expected);
+}
+
 template <ServerTime LockRecord::*Member> void date_field(LockRecord& lock, const bson_iter_t& it) {
-  if (BSON_ITER_HOLDS_DATE_TIME(&it)) lock.*Member = from_bson_date(bson_iter_date_time(&it));
+  if (BSON_ITER_HOLDS_DATE_TIME(&it)) {
+    lock.*Member = from_bson_date(bson_iter_date_time(&it));
+  } else {
+    note_malformed(lock, it, "a date");
+  }
+}
+
+template <std::string LockRecord::*Member> void checked_string_field(LockRecord& lock, const bson_iter_t& it) {
+  if (BSON_ITER_HOLDS_UTF8(&it)) {
+    lock.*Member = iter_string(it);
+  } else {
+    note_malformed(lock, it, "a string");
+  }
 }
 // The fields of a lock document (THE LOCK DOCUMENT in the man page), by name.
 const std::map<std::string_view, LockField, std::less<>>& lock_fields() {
   static const std::map<std::string_view, LockField, std::less<>> fields{
       {"_id", [](LockRecord& l, const bson_iter_t& it) { l.id = iter_id(it); }},
-      {"program", string_field<&LockRecord::program>},
+      {"program", checked_string_field<&LockRecord::program>},
       {"name", string_field<&LockRecord::name>},
       {"slot", [](LockRecord& l, const bson_iter_t& it) { l.slot = static_cast<int>(number(it).value_or(l.slot)); }},
-      {"process", string_field<&LockRecord::process>},
-      {"token", string_field<&LockRecord::token>},
+      {"process", checked_string_field<&LockRecord::process>},
+      {"token", checked_string_field<&LockRecord::token>},
       {"host", string_field<&LockRecord::host>},
       {"user", string_field<&LockRecord::user>},
       {"command", string_field<&LockRecord::command>},
@@ -85,17 +103,21 @@ const std::map<std::string_view, LockField, std::less<>>& lock_fields() {
   return fields;
 }
 
-// Reads a lock document; fields of unexpected types are left at their defaults.
+// Reads a lock document; fields of unexpected types are left at their defaults, and the first of the
+// protocol's own (dates, program, process, token) is named in LockRecord::malformed, as is a missing
+// expires_at.
 LockRecord from_bson(const bson_t* doc) {
   LockRecord lock;
   bson_iter_t it;
   if (!bson_iter_init(&it, doc)) return lock;
   const auto& fields = lock_fields();
+  bool has_expiry = false;
   while (bson_iter_next(&it)) {
-    if (const auto field = fields.find(std::string_view(bson_iter_key(&it))); field != fields.end()) {
-      field->second(lock, it);
-    }
+    const std::string_view key(bson_iter_key(&it));
+    has_expiry = has_expiry || key == "expires_at";
+    if (const auto field = fields.find(key); field != fields.end()) field->second(lock, it);
   }
+  if (!has_expiry && lock.malformed.empty()) lock.malformed = "expires_at is missing";
   if (lock.name.empty()) lock.name = lock.program;
   return lock;
 }
