@@ -29,6 +29,8 @@ public:
   void step();
 
   [[nodiscard]] int id() const { return m_id; }
+  // Same-host schedules (Config::same_host): the pid of its current (or last) run on the shared host; 0 otherwise.
+  [[nodiscard]] pid_t pid() const { return m_pid; }
   [[nodiscard]] LocalTime wake_at() const { return std::max(m_wake_at, m_paused_until); }
   [[nodiscard]] bool busy() const { return m_busy; }
   [[nodiscard]] bool dead() const { return m_state == State::dead; }
@@ -91,6 +93,9 @@ private:
   void idle_for(Millis d);
   [[nodiscard]] bool jumps_queue() const;
   [[nodiscard]] LocalTime guardian_kill_at() const;
+  void guardian_wake(LocalTime now);
+  void begin_run(); // same host: a new mongolock process for this attempt
+  void end_run();   // same host: the run exits (its holder file is removed)
   void maybe_mark_waiters(const std::vector<mongolock::LockRecord>& seen);
 
   World& m_world;
@@ -123,6 +128,8 @@ private:
   LocalTime m_job_planned_end{};
   std::optional<mongolock::GuardianDeadline> m_guardian; // the real watchdog of the job's guardian
   LocalTime m_died_at = LocalTime::max();                // killed (the host died: its job with it)
+  Millis m_dying{0}; // how long its job takes to die after SIGKILL (Config::max_dying)
+  pid_t m_pid = 0;   // same host: its current run's pid (Host)
   friend class SimStore;
   friend class SimFeed;
 };

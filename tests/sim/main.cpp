@@ -1,13 +1,14 @@
 // mongolock-sim: runs seeded schedules of the lock protocol on the in-memory store (world.hpp) and checks
 // its invariants after every step. Usage (scripts/simulate wraps it):
 //   mongolock-sim [--seed N] [--schedules K] [--semantics mongodb|ferretdb] [--plant BUG] [--expect-violation]
-//                 [--edge] [--multi] [--trace]
+//                 [--edge] [--multi] [--same-host] [--trace]
 // Schedule i runs seed N + i (default: seeds 1..10000; --seed N alone: that one schedule, as a replay,
 // with its whole trace). Exit 0 when every schedule kept the invariants; 1 on the first violation, after
 // its seed, the last steps and the command that replays it; 2 on a usage error. With --expect-violation
 // (the planted-bug tests) the other way round: 0 once a violation was found. --trace prints every step;
 // --edge draws only schedules at the edge of the accepted timings (short TTL, late renew deadline, a grace
-// of milliseconds, many faults); --multi only schedules of several names per run (run A B -- CMD: acquire_all).
+// of milliseconds, many faults); --multi only schedules of several names per run (run A B -- CMD: acquire_all);
+// --same-host only schedules whose clients share one host (the instant takeover of a provably dead holder).
 #include "world.hpp"
 
 #include <fmt/format.h>
@@ -30,6 +31,7 @@ struct Args {
   bool trace = false;
   bool edge = false;
   bool multi = false;
+  bool same_host = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -62,6 +64,8 @@ Args parse(int argc, char** argv) {
       args.edge = true;
     } else if (arg == "--multi") {
       args.multi = true;
+    } else if (arg == "--same-host") {
+      args.same_host = true;
     } else if (arg == "--trace") {
       args.trace = true;
     } else {
@@ -79,6 +83,7 @@ std::string replay_command(const Args& args, std::uint64_t seed) {
   if (args.plant != sim::Plant::none) command += fmt::format(" --plant {}", sim::plant_name(args.plant));
   if (args.edge) command += " --edge";
   if (args.multi) command += " --multi";
+  if (args.same_host) command += " --same-host";
   return command;
 }
 
@@ -96,7 +101,7 @@ int main(int argc, char** argv) {
   std::map<std::string, long> totals;
   for (long i = 0; i < args.schedules; ++i) {
     const auto seed = args.seed + static_cast<std::uint64_t>(i);
-    sim::World world(seed, args.semantics, args.plant, args.edge, args.multi);
+    sim::World world(seed, args.semantics, args.plant, args.edge, args.multi, args.same_host);
     if (args.trace || args.schedules == 1) world.keep_trace();
     const auto violation = world.run();
     for (const auto& [what, n] : world.counts())

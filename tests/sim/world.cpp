@@ -1,6 +1,7 @@
 #include "world.hpp"
 
 #include "client.hpp"
+#include "host.hpp"
 
 #include <mongolock/error.hpp>
 
@@ -72,12 +73,14 @@ Plant parse_plant(const std::string& text) {
   for (const auto p :
        {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn,
         Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only, Plant::renew_by_name,
-        Plant::jump_queue, Plant::long_expiry, Plant::no_extend}) {
+        Plant::jump_queue, Plant::long_expiry, Plant::no_extend, Plant::hidden_proof, Plant::no_margin}) {
     if (text == plant_name(p)) return p;
   }
-  throw std::invalid_argument("unknown bug '" + text +
-                              "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
-                              "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend)");
+  throw std::invalid_argument(
+      "unknown bug '" + text +
+      "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
+      "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend, hidden-proof, "
+      "no-margin)");
 }
 
 const char* plant_name(Plant plant) {
@@ -112,6 +115,10 @@ const char* plant_name(Plant plant) {
     return "long-expiry";
   case Plant::no_extend:
     return "no-extend";
+  case Plant::hidden_proof:
+    return "hidden-proof";
+  case Plant::no_margin:
+    return "no-margin";
   }
   return "?";
 }
@@ -141,9 +148,19 @@ Millis Rng::millis(Millis lo, Millis hi) {
 
 bool Rng::chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
 
-World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge, bool multi)
+World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge, bool multi,
+             bool same_host)
     : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge, multi)), m_start(k_start), m_now(k_start),
       m_truth(k_epoch, Millis(0), k_start), m_server(m_config.semantics, m_truth) {
+  draw_more(seed, m_config, same_host);
+  if (m_config.same_host) {
+    m_host = std::make_unique<Host>(*this);
+    Rng rng(seed ^ 0x686f7374ULL);
+    auto& hidden = m_host->hidden();
+    for (auto* flag :
+         {&hidden.hidepid, &hidden.eperm, &hidden.foreign_proc, &hidden.cgroup_gone, &hidden.cgroup_unknown})
+      *flag = rng.chance(0.2);
+  }
   m_previous_source = mongolock::set_time_source(this);
   for (int i = 1; i <= m_config.clients; ++i)
     m_clients.push_back(std::make_unique<Client>(*this, i));
@@ -153,6 +170,7 @@ World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant 
 World::~World() {
   // The schedule is over: a waiter still in line leaves no tickets (its calls would run in a world being
   // torn down).
+  m_ended = true;
   for (auto& client : m_clients)
     client->kill();
   mongolock::set_time_source(m_previous_source);
@@ -189,6 +207,18 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   return c;
 }
 
+// Same host in 1 schedule in 4 (all with --same-host or Plant::hidden_proof), cgroups in 2 of 3 of those; slow
+// deaths (a job that takes up to half the safety margin to die after SIGKILL) in 1 in 3. Plant::no_margin: the
+// kill grace takes the safety margin too (renew deadline + kill grace = TTL), with slow deaths.
+void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
+  Rng rng(seed ^ 0x6d6f7265ULL);
+  c.same_host = rng.chance(0.25) || same_host || c.plant == Plant::hidden_proof;
+  c.cgroups = rng.chance(0.67);
+  const auto margin = mongolock::lease_safety_margin(c.timing.ttl);
+  if (rng.chance(c.plant == Plant::no_margin ? 1.0 : 0.33)) c.max_dying = margin / 2;
+  if (c.plant == Plant::no_margin) c.timing.kill_grace += margin;
+}
+
 std::string World::run() {
   note(fmt::format("{} semantics, {} clients, names {}, ttl {} ms (renew every {} ms, deadline {} ms, kill grace "
                    "{} ms), grace {} ms, fence {}, min-hold {} ms, faults {}/{}/{}, chaos every {} ms, plant {}, "
@@ -200,6 +230,14 @@ std::string World::run() {
                    m_config.fence, m_config.min_hold.count(), m_config.p_fail, m_config.p_lost, m_config.p_delay,
                    m_config.chaos_every.count(), plant_name(m_config.plant), m_config.p_wait,
                    m_config.push ? "push" : "poll"));
+  if (m_host) {
+    const auto& h = m_host->hidden();
+    note(fmt::format("same host, cgroups {}, hidden: hidepid {}, eperm {}, foreign /proc {}, cgroup gone {}, cgroup "
+                     "unreadable {}",
+                     m_config.cgroups, h.hidepid, h.eperm, h.foreign_proc, h.cgroup_gone, h.cgroup_unknown));
+  }
+  if (m_config.max_dying > Millis(0))
+    note(fmt::format("a killed job dies up to {} ms later", m_config.max_dying.count()));
   try {
     run_until(m_start + m_config.horizon);
     check_invariants();
@@ -277,7 +315,8 @@ void World::chaos() {
   const int kind = m_rng.range(0, 9);
   if (kind < 2) {
     if (victim.dead()) return;
-    note(fmt::format("chaos: kill c{}", victim.id()));
+    note(m_host ? fmt::format("chaos: kill -9 c{}'s mongolock and guardian", victim.id())
+                : fmt::format("chaos: kill c{}", victim.id()));
     victim.kill();
     count("kills");
   } else if (kind < 6) {
@@ -458,6 +497,7 @@ void World::check_waiters() {
 // After every step: per name, no more jobs running (nor holders counting their lease valid) than slots;
 // every running job and every holder's lease covered by its document on the server's clock.
 void World::check_invariants() {
+  if (!m_pending.empty()) throw Violation(m_pending);
   const mongolock::QueueTiming queue;
   for (const auto& t : m_server.tickets({})) {
     if (t.expires_at <= server_now()) m_lapsed.insert(t.id);
@@ -474,6 +514,7 @@ void World::check_invariants() {
   std::map<std::string, int> believers;
   for (const auto& client : m_clients)
     check_client(*client, jobs, believers);
+  check_escapes(jobs);
   for (const auto& [name, n] : jobs) {
     if (n > m_config.slots.at(name))
       throw Violation(fmt::format("{} jobs of '{}' run at once (slots: {})", n, name, m_config.slots.at(name)));
@@ -538,6 +579,62 @@ void World::check_lock(const Client& client, const mongolock::LockRecord& lock, 
         fmt::format("{} counts its lease on '{}' valid until {} but the server's {}", who, lock.program,
                     fmt_time(client.belief_deadline()),
                     present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now) : std::string("is gone")));
+  }
+}
+
+bool World::judge_holder(const Client& contender, const mongolock::LockRecord& lock, bool taking_over) {
+  HostProbe probe(*this, *m_host, m_config.plant == Plant::hidden_proof);
+  const auto verdict = mongolock::holder_verdict(lock, k_shared_identity, k_shared_host, probe, taking_over);
+  if (!verdict.dead) {
+    if (!verdict.why_not.empty() && taking_over) count("same-host takeovers refused without proof");
+    return false;
+  }
+  const auto colon = lock.process.rfind(':');
+  const auto* run = m_host->find(static_cast<pid_t>(std::stol(lock.process.substr(colon + 1))));
+  std::string runs;
+  if (run != nullptr && run->start == lock.pid_start) {
+    if (run->supervised)
+      runs = "its mongolock or guardian";
+    else if (m_host->command_runs(*run))
+      runs = "its job's command";
+    else if (m_host->escape_runs(*run))
+      runs = run->escape_in_group ? "a part of its job (in its process group)" : "a part of its job (setsid)";
+  }
+  if (!runs.empty() && m_pending.empty()) {
+    m_pending = fmt::format("c{} judged the holder of '{}' ({}, c{}) dead for an instant takeover while {} runs",
+                            contender.id(), lock.program, lock.process, run->client, runs);
+  }
+  if (taking_over) {
+    count("same-host instant takeovers");
+    m_instant.insert(lock.id);
+    note(fmt::format("c{}: the holder of '{}' ({}) is provably dead: taking it over at once", contender.id(),
+                     lock.program, lock.process));
+  }
+  return true;
+}
+
+// Same host: a part of a killed run's job that escaped its process group or session runs on its names. Beside
+// a holder that took the lock over by expiry + grace that is the man page's limit (LIMITS: "what stops both
+// mongolock and its guardian but not the job"): expected, counted. Beside one that took it over at once, by
+// holder_verdict(), it is a violation: the same-host takeover waits while anything of the job may run.
+void World::check_escapes(std::map<std::string, int>& jobs) {
+  if (!m_host) return;
+  for (const auto& [pid, run] : m_host->runs()) {
+    if (!m_host->escape_runs(run)) continue;
+    for (const auto& name : run.names) {
+      const int others = jobs[name] - (m_host->command_runs(run) ? 1 : 0); // not its own command, still dying
+      if (others + 1 <= m_config.slots.at(name)) continue;
+      const bool instant =
+          std::any_of(run.lock_ids.begin(), run.lock_ids.end(), [&](const auto& id) { return m_instant.count(id); });
+      const bool broken_lock =
+          std::any_of(run.lock_ids.begin(), run.lock_ids.end(), [&](const auto& id) { return broken(id); });
+      if (instant) {
+        throw Violation(fmt::format("a part of c{}'s job ({}) runs on '{}' beside {} other job(s): its lock was taken "
+                                    "over at once although its job was not proven gone",
+                                    run.client, pid, name, others));
+      }
+      if (!broken_lock && m_expected.insert(pid).second) count("escaped jobs beside a later holder (LIMITS)");
+    }
   }
 }
 
