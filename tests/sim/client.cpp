@@ -75,9 +75,12 @@ void Client::step() {
       draw_wants();
       m_want_until = m_world.now() + m_world.config().timing.ttl * m_world.rng().range(1, 4);
       m_state = State::wanting;
-      if (m_world.rng().chance(m_world.config().p_wait)) {
+      // run --replace (Config::p_replace): always through the queue, at its front; its holder is replaceable.
+      m_replace = m_world.config().p_replace > 0 && m_world.rng().chance(m_world.config().p_replace);
+      if (m_replace || m_world.rng().chance(m_world.config().p_wait)) {
         mongolock::WaitPolicy policy{.wait = std::chrono::ceil<Millis>(m_want_until - m_world.now()),
-                                     .push = m_world.config().push};
+                                     .push = m_world.config().push,
+                                     .replace = m_replace};
         if (m_world.config().plant == Plant::no_poll) {
           for (auto* d : {&policy.queue.poll, &policy.queue.push_check, &policy.queue.push_recheck,
                           &policy.queue.follow_idle, &policy.queue.idle_poll})
@@ -317,8 +320,12 @@ void Client::start(std::vector<LockRecord> locks) {
   // Plant::first_only: the heartbeat renews (and counts the lease by) the first lock only.
   const bool first_only = m_world.config().plant == Plant::first_only;
   m_renewing = first_only ? std::vector<LockRecord>{m_locks.front()} : std::vector<LockRecord>{};
-  m_heart = std::make_unique<mongolock::HeartbeatSteps>(m_locker, first_only ? m_renewing : m_locks, timing, m_log,
-                                                        [this](LocalTime deadline) { renewed(deadline); });
+  // run --replace: the heartbeat reads the queue for a newer replacing run between renewals (Supervisor).
+  const auto replace_check = m_replace ? std::optional(mongolock::RunPolicy{}.replace_check) : std::nullopt;
+  m_replaced_by.clear();
+  m_heart = std::make_unique<mongolock::HeartbeatSteps>(
+      m_locker, first_only ? m_renewing : m_locks, timing, m_log, [this](LocalTime deadline) { renewed(deadline); },
+      replace_check);
   m_job = true;
   m_job_start = now;
   if (m_world.config().max_dying > Millis(0)) m_dying = m_world.rng().millis(Millis(0), m_world.config().max_dying);
@@ -357,8 +364,12 @@ void Client::hold() {
   const auto now = m_world.now();
   if (!m_lost && now >= m_heart->deadline()) set_lost("the renew deadline passed");
   if (!m_lost && !m_heart->gone().empty()) set_lost(m_heart->gone());
+  check_replaced(now);
   if (!m_lost && now >= m_job_planned_end) m_world.note(fmt::format("{} job on {} ended", m_tag, held()));
-  if (m_lost || now >= m_job_planned_end) {
+  if (!m_lost && m_replaced_by.empty() && now < m_job_planned_end && now >= job_end())
+    m_world.note(fmt::format("{}: its guardian killed the job (its deadline lagged the lease's)", m_tag));
+  // The job ended: on its own, stopped for a replacing run, or killed by the guardian (Supervisor: reap()).
+  if (m_lost || now >= job_end()) {
     m_heart->give_up();
     m_state = State::finishing;
     m_wake_at = job_end();
@@ -373,7 +384,20 @@ void Client::hold() {
     m_wake_at = job_end();
     return;
   }
-  if (m_state == State::holding) m_wake_at = std::min({m_heart->next_wakeup(), m_job_planned_end, m_heart->deadline()});
+  if (m_state == State::holding) m_wake_at = std::min({m_heart->next_wakeup(), job_end(), m_heart->deadline()});
+}
+
+// Supervisor::check_replaced(): a newer replacing run waits (the heartbeat's replace check saw its ticket):
+// the job is stopped as after a lost lease (SIGTERM, SIGKILL after the kill grace, by the guardian) while the
+// lease is still renewed; the locks are released once it has ended. Plant::ignore_replace: never.
+void Client::check_replaced(LocalTime now) {
+  if (m_lost || !m_replaced_by.empty() || m_heart->replaced().empty()) return;
+  m_replaced_by = m_heart->replaced();
+  if (m_world.config().plant == Plant::ignore_replace) return;
+  m_world.note(fmt::format("{} replaced by a newer run on {}: stops its job", m_tag, m_replaced_by));
+  m_world.count("runs replaced");
+  guardian_wake(now);
+  (void)m_guardian->stop(ns(now), ns(now + m_world.config().timing.kill_grace)); // Child::stop_job()
 }
 
 // The heartbeat's `renewed` callback (Supervisor: Child::extend_deadline()): every lock was renewed.
@@ -442,6 +466,7 @@ bool Client::jumps_queue() const { return m_world.config().plant == Plant::jump_
 
 void Client::idle_for(Millis d) {
   end_run();
+  m_replace = false;
   m_waiter.reset(); // Plant::jump_queue: its unused Waiter
   m_state = State::idle;
   m_wants.clear();
@@ -478,6 +503,12 @@ std::optional<LocalTime> Client::head_since() const {
   if (!m_head_since || !m_waiter || dead()) return std::nullopt;
   if (m_busy && m_world.now() > m_wait_end) return std::nullopt; // held up in a call by others' calls
   return std::max({*m_head_since, m_paused_until, m_overran_at});
+}
+
+std::string Client::waiting_as() const {
+  if (!m_waiter || dead()) return {};
+  return m_world.host() != nullptr ? fmt::format("{}:{}", k_shared_host, m_pid)
+                                   : fmt::format("host{}:{}", m_id, 100 + m_id);
 }
 
 std::optional<LocalTime> Client::lease_deadline_of(const std::string& id) const {

@@ -70,10 +70,10 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 } // namespace
 
 Plant parse_plant(const std::string& text) {
-  for (const auto p :
-       {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn,
-        Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only, Plant::renew_by_name,
-        Plant::jump_queue, Plant::long_expiry, Plant::no_extend, Plant::hidden_proof, Plant::no_margin}) {
+  for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
+                       Plant::late_spawn, Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial,
+                       Plant::first_only, Plant::renew_by_name, Plant::jump_queue, Plant::long_expiry, Plant::no_extend,
+                       Plant::hidden_proof, Plant::no_margin, Plant::ignore_replace}) {
     if (text == plant_name(p)) return p;
   }
   throw std::invalid_argument(
@@ -119,6 +119,8 @@ const char* plant_name(Plant plant) {
     return "hidden-proof";
   case Plant::no_margin:
     return "no-margin";
+  case Plant::ignore_replace:
+    return "ignore-replace";
   }
   return "?";
 }
@@ -217,6 +219,18 @@ void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
   const auto margin = mongolock::lease_safety_margin(c.timing.ttl);
   if (rng.chance(c.plant == Plant::no_margin ? 1.0 : 0.33)) c.max_dying = margin / 2;
   if (c.plant == Plant::no_margin) c.timing.kill_grace += margin;
+  // A server clock step in 1 schedule in 5: within --grace (3 in 4; forward 2 in 3), or forward beyond it.
+  if (rng.chance(0.2)) {
+    c.clock_step_at = rng.millis(Millis(0), c.horizon);
+    c.clock_step = rng.chance(0.75) ? rng.millis(Millis(1), c.grace) * (rng.chance(0.67) ? 1 : -1)
+                                    : c.grace + rng.millis(Millis(1), Millis(3000));
+  }
+  // run --replace refuses --slots (a semaphore has several holders).
+  if (rng.chance(c.plant == Plant::ignore_replace ? 1.0 : 0.25)) {
+    for (auto& [name, slots] : c.slots)
+      slots = 1;
+    c.p_replace = rng.chance(0.5) ? 0.5 : 0.25;
+  }
 }
 
 std::string World::run() {
@@ -236,15 +250,36 @@ std::string World::run() {
                      "unreadable {}",
                      m_config.cgroups, h.hidepid, h.eperm, h.foreign_proc, h.cgroup_gone, h.cgroup_unknown));
   }
+  if (m_config.clock_step != Millis(0)) {
+    at(m_start + m_config.clock_step_at, [this] { step_clock(); });
+    note(fmt::format("the server's clock steps by {} ms at {}{}", m_config.clock_step.count(),
+                     fmt_time(m_start + m_config.clock_step_at),
+                     m_config.step_beyond_grace() ? " (beyond --grace: exclusion may break, LIMITS)" : ""));
+  }
   if (m_config.max_dying > Millis(0))
     note(fmt::format("a killed job dies up to {} ms later", m_config.max_dying.count()));
   try {
     run_until(m_start + m_config.horizon);
     check_invariants();
   } catch (const Violation& v) {
+    if (m_stepped && m_config.step_beyond_grace()) {
+      // The man page's limit: a step of the server's clock beyond --grace may break exclusion. Expected.
+      count("violations after a clock step beyond --grace (LIMITS, expected)");
+      note(fmt::format("expected (the clock stepped beyond --grace): {}", v.what()));
+      return {};
+    }
     return v.what();
   }
   return {};
+}
+
+void World::step_clock() {
+  m_truth = mongolock::ServerClock(server_now() + m_config.clock_step, Millis(0), m_now);
+  m_server.set_clock(m_truth);
+  m_slack = std::chrono::abs(m_config.clock_step);
+  m_stepped = true;
+  count("server clock steps");
+  note(fmt::format("the server's clock steps by {} ms", m_config.clock_step.count()));
 }
 
 void World::at(LocalTime when, std::function<void()> op) {
@@ -373,7 +408,7 @@ void World::job_started(const mongolock::LockRecord& lock) {
 
 void World::purged(const mongolock::LockRecord& removed) {
   count("takeovers");
-  if (removed.expires_at + m_config.grace > server_now()) {
+  if (removed.expires_at + m_config.grace > server_now() + m_slack) {
     throw Violation(
         fmt::format("lock '{}' ({}) was taken over {} ms after it expired, before the takeover grace of {} ms",
                     removed.program, removed.id, (server_now() - removed.expires_at).count(), m_config.grace.count()));
@@ -384,7 +419,7 @@ void World::released(const mongolock::LockRecord& lock, const mongolock::Release
   if (outcome.kind == mongolock::ReleaseOutcome::min_hold) {
     count("min-hold releases");
     m_holds[lock.program] = Hold{lock.id, outcome.hold_until};
-  } else if (outcome.kind == mongolock::ReleaseOutcome::released && server_now() < lock.hold_until &&
+  } else if (outcome.kind == mongolock::ReleaseOutcome::released && server_now() + m_slack < lock.hold_until &&
              !broken(lock.id)) {
     throw Violation(fmt::format("lock '{}' ({}) was deleted {} ms before the end of its minimum hold", lock.program,
                                 lock.id, (lock.hold_until - server_now()).count()));
@@ -397,7 +432,7 @@ void World::acquired(const mongolock::LockRecord& lock) {
   // A reply that arrives late names an insert applied long ago (maybe broken since): only a document on the
   // server now was inserted after the held one was gone.
   if (const auto current = m_server.find(lock.program); !current || current->id != lock.id) return;
-  if (!broken(it->second.id) && server_now() < it->second.until) {
+  if (!broken(it->second.id) && server_now() + m_slack < it->second.until) {
     throw Violation(fmt::format("lock '{}' was acquired {} ms before the end of the previous holder's minimum hold",
                                 lock.program, (it->second.until - server_now()).count()));
   }
@@ -411,9 +446,23 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
   const auto mine = std::find_if(tickets.begin(), tickets.end(), [&](const auto& t) { return t.id == lock.ticket; });
   if (mine == tickets.end()) return; // its ticket lapsed and was deleted: it took a free lock as it would anyway
   const auto now = server_now();
-  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000);
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - m_slack;
+  // run --replace joins at the front: a replacing run that joined while the taker's attempt was on its way (its
+  // last look at the queue, then its insert: calls of up to 1 s, the man page's bound for the queue's order) is
+  // not passed over; it supersedes the taker next (the holder's replace check), as the newest replacing run wins.
+  // A replacing run's ticket whose waiter has left (it exited on an error before it announced itself, so no
+  // event told the line) is passed by a waiter that a wake-up event told it was first (issue 28: seed 3826).
+  const auto joined_late = [&](const mongolock::TicketRecord& t) {
+    if (!mongolock::WaitQueue::is_replace(t)) return false;
+    const bool waits =
+        std::any_of(m_clients.begin(), m_clients.end(), [&](const auto& c) { return c->waiting_as() == t.process; });
+    return !waits || t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
+  };
   for (const auto& t : tickets) {
-    if (t.seq >= mine->seq || t.expires_at <= now || m_lapsed.count(t.id) != 0 || t.expires_at - now > far) continue;
+    if (t.seq >= mine->seq || t.expires_at <= now || m_lapsed.count(t.id) != 0 || t.expires_at - now > far ||
+        joined_late(t)) {
+      continue;
+    }
     throw Violation(fmt::format("'{}' went to {} (seq {}) while {} (seq {}) waited ahead with a live ticket",
                                 lock.program, mine->process, mine->seq, t.process, t.seq));
   }
@@ -422,8 +471,8 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
 void World::ticketless_grant(const mongolock::LockRecord& lock, LocalTime waiting_since) {
   count("grants without a ticket to waiters");
   const auto now = server_now();
-  const auto before = m_truth.at(waiting_since) - m_config.max_rtt - Millis(1);
-  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000);
+  const auto before = m_truth.at(waiting_since) - m_config.max_rtt - Millis(1) - m_slack;
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - m_slack;
   for (const auto& t : m_server.tickets({lock.name})) {
     if (t.process == lock.process || t.since >= before || t.expires_at <= now || m_lapsed.count(t.id) != 0 ||
         t.expires_at - now > far) {
@@ -454,7 +503,7 @@ void World::check_orphans() {
     const auto it = m_orphan_since.find(doc.id);
     const auto since = it == m_orphan_since.end() ? m_now : it->second;
     still.emplace(doc.id, since);
-    const auto bound = m_truth.at(since) + m_config.timing.ttl + m_config.max_rtt + Millis(2);
+    const auto bound = m_truth.at(since) + m_config.timing.ttl + m_config.max_rtt + Millis(2) + m_slack;
     if (doc.expires_at <= bound) continue;
     throw Violation(fmt::format("lock '{}' ({}) is nobody's since {} but expires {} ms after then (more than its TTL "
                                 "of {} ms): it blocks its name past TTL + grace",
@@ -487,7 +536,9 @@ void World::check_waiters() {
       all_free = all_free && it != m_free_since.end();
       if (it != m_free_since.end()) free_since = std::max(free_since, it->second);
     }
-    if (!all_free || client->wants().empty() || m_now - std::max(free_since, *since) <= k_head_bound) continue;
+    if (!all_free || client->wants().empty() || m_now - std::max(free_since, *since) <= k_head_bound + m_slack) {
+      continue;
+    }
     throw Violation(fmt::format("'{}' has been free since {} while c{}, first in line since {}, waits",
                                 fmt::join(client->wants(), "', '"), fmt_time(free_since), client->id(),
                                 fmt_time(*since)));
@@ -500,12 +551,13 @@ void World::check_invariants() {
   if (!m_pending.empty()) throw Violation(m_pending);
   const mongolock::QueueTiming queue;
   for (const auto& t : m_server.tickets({})) {
-    if (t.expires_at <= server_now()) m_lapsed.insert(t.id);
+    // (A step of the server's clock moves every expiry for clients that have not read the clock since.)
+    if (t.expires_at <= server_now() + m_slack) m_lapsed.insert(t.id);
     // A far waiter's long lease (as first seen with this expiry) not renewed for renewal_overdue(): the
     // queue skips it as a dead waiter's wherever it is in line (WaitQueue::at_head, issue 26 item 9).
     auto [seen, fresh] = m_ticket_seen.try_emplace(t.id, TicketSeen{t.expires_at, server_now()});
     if (!fresh && seen->second.expires_at != t.expires_at) seen->second = TicketSeen{t.expires_at, server_now()};
-    const bool far = seen->second.expires_at - seen->second.at > queue.ticket_lease + queue.purge_after / 2;
+    const bool far = seen->second.expires_at - seen->second.at > queue.ticket_lease + queue.purge_after / 2 - m_slack;
     if (far && t.expires_at - queue.far_ticket_lease + queue.renewal_overdue() <= server_now()) m_lapsed.insert(t.id);
   }
   check_waiters();
@@ -515,6 +567,7 @@ void World::check_invariants() {
   for (const auto& client : m_clients)
     check_client(*client, jobs, believers);
   check_escapes(jobs);
+  check_replaced();
   for (const auto& [name, n] : jobs) {
     if (n > m_config.slots.at(name))
       throw Violation(fmt::format("{} jobs of '{}' run at once (slots: {})", n, name, m_config.slots.at(name)));
@@ -568,13 +621,13 @@ void World::check_lock(const Client& client, const mongolock::LockRecord& lock, 
   const auto who = client.run_names().size() > 1
                        ? fmt::format("c{} (run on '{}')", client.id(), fmt::join(client.run_names(), "', '"))
                        : fmt::format("c{}", client.id());
-  if (job && (!present || doc->expires_at < server_at(client.job_end()))) {
+  if (job && (!present || doc->expires_at + m_slack < server_at(client.job_end()))) {
     throw Violation(fmt::format("{}: its job on '{}' may run until {} but its lease {}", who, lock.program,
                                 fmt_time(client.job_end()),
                                 present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now)
                                         : std::string("is gone from the server")));
   }
-  if (believes && (!present || doc->expires_at < server_at(client.belief_deadline()))) {
+  if (believes && (!present || doc->expires_at + m_slack < server_at(client.belief_deadline()))) {
     throw Violation(
         fmt::format("{} counts its lease on '{}' valid until {} but the server's {}", who, lock.program,
                     fmt_time(client.belief_deadline()),
@@ -638,6 +691,39 @@ void World::check_escapes(std::map<std::string, int>& jobs) {
   }
 }
 
+// run --replace: a replaceable holder (a run --replace holding its locks, alive, not stopped, not held up in a
+// call) whose names a newer replacing run waits for (its ticket live on the server, seq below the holder's own
+// LockRecord::replace_seq) stops its job within k_replace_bound (the heartbeat's replace check every 500 ms,
+// a check's call of up to 1 s that may fail and be tried again) + the kill grace + its dying time.
+void World::check_replaced() {
+  constexpr Millis k_replace_bound{4000};
+  if (m_config.p_replace == 0) return;
+  const auto now = server_now();
+  for (const auto& client : m_clients) {
+    if (client->dead() || !client->replaceable() || !client->job_running() || client->locks().empty()) {
+      m_replacing_since.erase(client->id());
+      continue;
+    }
+    const auto own = client->locks().front().replace_seq;
+    bool waits = false;
+    for (const auto& t : m_server.tickets(client->run_names())) {
+      const bool mine = std::any_of(client->locks().begin(), client->locks().end(),
+                                    [&](const auto& l) { return !l.ticket.empty() && l.ticket == t.id; });
+      if (mongolock::WaitQueue::is_replace(t) && t.expires_at > now && !mine && (!own || t.seq < *own)) waits = true;
+    }
+    if (!waits) {
+      m_replacing_since.erase(client->id());
+      continue;
+    }
+    const auto seen = m_replacing_since.try_emplace(client->id(), m_now).first->second;
+    if (client->held_up()) continue; // starved by others' nested calls: responsive_since() moves when it returns
+    const auto since = std::max({seen, client->responsive_since(), m_outage_until});
+    if (m_now - since <= k_replace_bound + m_config.timing.kill_grace + m_config.max_dying) continue;
+    throw Violation(fmt::format("c{} still runs its job on '{}' although a newer replacing run has waited since {}",
+                                client->id(), fmt::join(client->run_names(), "', '"), fmt_time(since)));
+  }
+}
+
 // Liveness: an attempt (on `name` alone, or on several names and `name` was the busy one) that began at `started`
 // (local time) and found every slot of `name` held, without an error: no dead holder's lock of the name may have
 // been free for takeover (expired + grace, on the server's clock, and the attempt's clock estimate at most a round
@@ -649,7 +735,7 @@ void World::attempt_held(const Client& client, const std::string& name, LocalTim
       if (lock.name != name) continue;
       const auto doc = m_server.find(lock.program);
       if (!doc || doc->id != lock.id) continue;
-      const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1);
+      const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1) + m_slack;
       if (started < free_at) continue;
       throw Violation(fmt::format("c{}'s attempt at {} found '{}' held, but its holder c{} is dead and its lock was "
                                   "free for takeover since {}",

@@ -28,22 +28,23 @@ using mongolock::ServerTime;
 // A planted bug the simulator must catch (tests/sim/CMakeLists.txt: one ctest case each).
 enum class Plant {
   none,
-  name_selector, // releases and renewals select the lock by name only (no _id, no token)
-  no_grace,      // takeovers ignore the takeover grace
-  late_reply,    // the heartbeat counts a renewal reply that arrived after the renew deadline
-  rollback,      // waiters set `waiters` on the holder's document (0.2.0): on FerretDB it can undo a renewal
-  late_spawn,    // the job is started even when the first acquisition's renew deadline has passed
-  no_hold,       // a release deletes the lock by _id + token within its --min-hold
-  skip_queue,    // a waiter queues, then takes the lock whenever it is free, whoever waits ahead
-  no_poll,       // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
-  partial,       // acquire_all is not all-or-none: it keeps the names taken before a busy one, and the job starts
-  first_only,    // the heartbeat renews, and counts the lease by, the run's first lock only
-  renew_by_name, // renewals select the lock by name only (no _id, no token): a broken holder renews the next one's
-  jump_queue,    // a --wait run (client 1's) takes a free lock without a ticket whoever waits (no queue check)
-  long_expiry,   // an insert writes an expiry a TTL too far (a lease counted from the wrong moment)
-  no_extend,     // the heartbeat's renewals do not move the guardian's deadline (Child::extend_deadline())
-  hidden_proof,  // the same-host takeover treats hidden evidence as proof (hidepid, EPERM, an unseen cgroup)
-  no_margin,     // the lease timing keeps no safety margin (renew deadline + kill grace = TTL)
+  name_selector,  // releases and renewals select the lock by name only (no _id, no token)
+  no_grace,       // takeovers ignore the takeover grace
+  late_reply,     // the heartbeat counts a renewal reply that arrived after the renew deadline
+  rollback,       // waiters set `waiters` on the holder's document (0.2.0): on FerretDB it can undo a renewal
+  late_spawn,     // the job is started even when the first acquisition's renew deadline has passed
+  no_hold,        // a release deletes the lock by _id + token within its --min-hold
+  skip_queue,     // a waiter queues, then takes the lock whenever it is free, whoever waits ahead
+  no_poll,        // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
+  partial,        // acquire_all is not all-or-none: it keeps the names taken before a busy one, and the job starts
+  first_only,     // the heartbeat renews, and counts the lease by, the run's first lock only
+  renew_by_name,  // renewals select the lock by name only (no _id, no token): a broken holder renews the next one's
+  jump_queue,     // a --wait run (client 1's) takes a free lock without a ticket whoever waits (no queue check)
+  long_expiry,    // an insert writes an expiry a TTL too far (a lease counted from the wrong moment)
+  no_extend,      // the heartbeat's renewals do not move the guardian's deadline (Child::extend_deadline())
+  hidden_proof,   // the same-host takeover treats hidden evidence as proof (hidepid, EPERM, an unseen cgroup)
+  no_margin,      // the lease timing keeps no safety margin (renew deadline + kill grace = TTL)
+  ignore_replace, // a run --replace holder never stops for a replacing run (Supervisor::check_replaced missing)
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -90,6 +91,15 @@ struct Config {
   // A killed job takes up to this long to die after its SIGKILL (exit, reaping; 0: at once). The lease's
   // safety margin (lease_safety_margin()) is what covers it.
   Millis max_dying{0};
+  // run --replace (1 schedule in 4 whose names have one slot each): an attempt is a replacing run this often.
+  double p_replace = 0;
+  // A step of the server's clock (an NTP step; 1 schedule in 5): by `clock_step` (negative: back) at
+  // `clock_step_at` after the start. Within --grace (and forward, within grace + the safety margin) every
+  // invariant holds, each server-clock bound widened by the step; beyond it exclusion may break (the man
+  // page's LIMITS): a violation then ends the schedule as expected, counted, not as a failure.
+  Millis clock_step{0};
+  Millis clock_step_at{0};
+  [[nodiscard]] bool step_beyond_grace() const { return clock_step > grace; }
 };
 
 // An invariant failed: unwinds the whole schedule (World::run catches it).
@@ -202,6 +212,7 @@ private:
   // drawn before them stay as they were.
   static void draw_more(std::uint64_t seed, Config& c, bool same_host);
   void check_escapes(std::map<std::string, int>& jobs);
+  void check_replaced();
   void chaos();
   void check_invariants();
   void check_waiters();
@@ -222,7 +233,11 @@ private:
   std::vector<std::unique_ptr<Client>> m_clients;
   std::set<std::string> m_instant; // _id of locks taken over at once by a same-host takeover
   std::set<pid_t> m_expected;      // runs whose escaped part overlapped a holder that took its lock by expiry
-  std::string m_pending;           // a violation found inside a call, raised at the next check
+  Millis m_slack{0}; // the server's clock stepped by this much (either way): server-clock bounds widen by it
+  bool m_stepped = false;
+  void step_clock();
+  std::string m_pending;                      // a violation found inside a call, raised at the next check
+  std::map<int, LocalTime> m_replacing_since; // per replaceable holder: a newer replacing run has waited since
   bool m_ended = false;
   struct Op {
     LocalTime when;
