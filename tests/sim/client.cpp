@@ -47,6 +47,9 @@ void Client::kill() {
     if (rng.chance(0.5)) {
       run->escape_until = m_world.now() + rng.millis(Millis(1), m_world.config().timing.ttl * 2);
       run->escape_in_group = rng.chance(0.5);
+      // Out of its cgroup (root writing another group's cgroup.procs) but still in the process group, where
+      // only the group check can see it; out of both is the man page's limit (nothing proves it), not drawn.
+      run->escape_left_cgroup = run->escape_in_group && rng.chance(0.5);
       m_world.note(fmt::format("{}: a part of its job ({}) runs on", m_tag,
                                run->escape_in_group ? "in its process group" : "in a session of its own"));
     }

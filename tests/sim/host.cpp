@@ -90,8 +90,9 @@ CgroupState HostProbe::cgroup_state(const std::string& dir) {
   for (const auto& [pid, run] : m_host.runs()) {
     if (run.cgroup != dir) continue;
     if (run.cgroup_removed) return CgroupState::gone;
-    // The escaped part, in its group or not, stays in the job's cgroup.
-    return m_host.command_runs(run) || m_host.escape_runs(run) ? CgroupState::populated : CgroupState::empty;
+    // The escaped part, in its group or not, stays in the job's cgroup unless it moved itself out.
+    const bool escaped = m_host.escape_runs(run) && !run.escape_left_cgroup;
+    return m_host.command_runs(run) || escaped ? CgroupState::populated : CgroupState::empty;
   }
   return CgroupState::gone;
 }
@@ -118,8 +119,9 @@ std::string HostProbe::group_still_runs(pid_t pgid) {
 void HostProbe::remove_leftovers(const std::string& path, const std::string& cgroup) {
   if (auto* run = by_path(path)) {
     run->file = false;
-    if (!cgroup.empty() && cgroup == run->cgroup && !m_host.command_runs(*run) && !m_host.escape_runs(*run))
-      run->cgroup_removed = true;
+    // rmdir(2) of a group with processes fails (EBUSY).
+    const bool populated = m_host.command_runs(*run) || (m_host.escape_runs(*run) && !run->escape_left_cgroup);
+    if (!cgroup.empty() && cgroup == run->cgroup && !populated) run->cgroup_removed = true;
   }
   m_world.count("holder files removed by a takeover");
 }

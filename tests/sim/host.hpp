@@ -21,16 +21,17 @@ inline const mongolock::ProcessIdentity k_shared_identity{
 struct RunProc {
   int client = 0;
   pid_t pid = 0;
-  std::int64_t start = 0;       // its process start (pid_start in its lock documents)
-  bool supervised = true;       // its mongolock or guardian runs: the holder file is locked
-  bool file = true;             // its holder file exists (a run that ends removes it)
-  pid_t pgid = 0;               // the job's process group, written to the holder file once the job started
-  std::string cgroup;           // the job's cgroup, when the schedule has them ("" otherwise)
-  bool cgroup_removed = false;  // removed by an instant takeover (remove_leftovers)
-  LocalTime command_until{};    // a killed run: its command dies then (PR_SET_PDEATHSIG's SIGKILL takes a moment)
-  bool escape_in_group = false; // the escaped part stayed in the job's process group (else it called setsid)
-  LocalTime escape_until{};     // a killed run: a part of its job runs on until then (no escape: before the kill)
-  bool zombie = false;          // a killed run leaves a zombie in the job's process group (an init that does not reap)
+  std::int64_t start = 0;          // its process start (pid_start in its lock documents)
+  bool supervised = true;          // its mongolock or guardian runs: the holder file is locked
+  bool file = true;                // its holder file exists (a run that ends removes it)
+  pid_t pgid = 0;                  // the job's process group, written to the holder file once the job started
+  std::string cgroup;              // the job's cgroup, when the schedule has them ("" otherwise)
+  bool cgroup_removed = false;     // removed by an instant takeover (remove_leftovers)
+  LocalTime command_until{};       // a killed run: its command dies then (PR_SET_PDEATHSIG's SIGKILL takes a moment)
+  bool escape_in_group = false;    // the escaped part stayed in the job's process group (else it called setsid)
+  bool escape_left_cgroup = false; // ...and moved itself out of the job's cgroup (root: cgroup.procs), not its group
+  LocalTime escape_until{};        // a killed run: a part of its job runs on until then (no escape: before the kill)
+  bool zombie = false; // a killed run leaves a zombie in the job's process group (an init that does not reap)
   std::optional<std::int64_t> reused; // a killed run's pid now belongs to a process started then
   std::vector<std::string> names;     // the names its job runs on
   std::vector<std::string> lock_ids;  // the _id of its job's locks
