@@ -262,7 +262,7 @@ std::string World::run() {
     run_until(m_start + m_config.horizon);
     check_invariants();
   } catch (const Violation& v) {
-    if (m_stepped && m_config.step_beyond_grace()) {
+    if (m_stepped && m_config.step_beyond_grace() && !m_strict_steps) {
       // The man page's limit: a step of the server's clock beyond --grace may break exclusion. Expected.
       count("violations after a clock step beyond --grace (LIMITS, expected)");
       note(fmt::format("expected (the clock stepped beyond --grace): {}", v.what()));

@@ -128,6 +128,9 @@ public:
 
   // Runs the schedule to its horizon. Returns "" when every invariant held, else the violation.
   std::string run();
+  // A violation after a step of the server's clock beyond --grace fails the schedule too (--strict-steps: the
+  // ctest that shows such steps do break exclusion, as the man page's LIMITS says).
+  void strict_steps() { m_strict_steps = true; }
 
   // --- time and scheduling -----------------------------------------------------------------------
   [[nodiscard]] LocalTime now() noexcept override {
@@ -235,6 +238,7 @@ private:
   std::set<pid_t> m_expected;      // runs whose escaped part overlapped a holder that took its lock by expiry
   Millis m_slack{0}; // the server's clock stepped by this much (either way): server-clock bounds widen by it
   bool m_stepped = false;
+  bool m_strict_steps = false;
   void step_clock();
   std::string m_pending;                      // a violation found inside a call, raised at the next check
   std::map<int, LocalTime> m_replacing_since; // per replaceable holder: a newer replacing run has waited since
