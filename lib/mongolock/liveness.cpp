@@ -127,12 +127,7 @@ std::string group_still_runs(pid_t pgid) {
   return why;
 }
 
-// What the holder file says (process.cpp record_job_group()): the job's process group and, when the job
-// ran in its own cgroup, that group's directory.
-struct HolderEvidence {
-  pid_t pgid = 0; // 0: the guardian never forked a job (an empty file)
-  std::string cgroup;
-};
+// What the holder file `fd` says (HolderEvidence); nullopt when malformed.
 std::optional<HolderEvidence> read_evidence(int fd) {
   char text[4200] = {};
   const auto n = pread(fd, text, sizeof text - 1, 0);
@@ -155,12 +150,11 @@ std::optional<HolderEvidence> read_evidence(int fd) {
   return evidence;
 }
 
-// Why something of the job recorded in the holder file `fd` may still run; empty when nothing does, by
+// Why something of the job recorded in a holder file (`evidence`) may still run; empty when nothing does, by
 // proof: its cgroup is empty (or removed), and its process group has no member left (or only zombies with
 // no live thread, seen in this namespace's /proc without hidepid). Without a cgroup there is no proof: a
-// part of the job that left the group (setsid) is invisible to both checks (issue 26).
-std::string job_still_runs(int fd, std::string& cgroup) {
-  const auto evidence = read_evidence(fd);
+// part of the job that left its process group (setsid) is invisible to both checks (issue 26).
+std::string job_still_runs(const std::optional<HolderEvidence>& evidence, LivenessProbe& probe, std::string& cgroup) {
   if (!evidence) return "its holder file is malformed";
   if (evidence->pgid == 0) return {}; // no job was ever started
   cgroup = evidence->cgroup;
@@ -168,7 +162,7 @@ std::string job_still_runs(int fd, std::string& cgroup) {
     return "its job ran without a cgroup of its own, so a part of it that left its process group (setsid) "
            "would be invisible";
   }
-  switch (cgroup_state(cgroup)) {
+  switch (probe.cgroup_state(cgroup)) {
   case CgroupState::empty:
     break;
   case CgroupState::populated:
@@ -180,12 +174,12 @@ std::string job_still_runs(int fd, std::string& cgroup) {
     // another container on this host): no proof (red team of issue 26, X1: a 2 s overlap).
     return fmt::format("its job's cgroup {} is not there (removed, or another cgroup namespace or mount view)", cgroup);
   }
-  if (kill(-evidence->pgid, 0) != 0) {
-    if (errno == ESRCH) return {};
+  if (const int err = probe.signal_group(evidence->pgid); err != 0) {
+    if (err == ESRCH) return {};
     return fmt::format("its job's process group {} has members this user may not signal ({})", evidence->pgid,
-                       std::strerror(errno));
+                       std::strerror(err));
   }
-  const auto why = group_still_runs(evidence->pgid);
+  const auto why = probe.group_still_runs(evidence->pgid);
   return why.empty() ? why : fmt::format("its job's process group {} has members: {}", evidence->pgid, why);
 }
 
@@ -322,8 +316,55 @@ HolderFile::~HolderFile() {
   close(m_fd);
 }
 
+namespace {
+
+// The system's answers (/proc, /dev/shm, cgroupfs); keeps the holder file open and share-locked while it lives.
+class SystemProbe final : public LivenessProbe {
+public:
+  SystemProbe() = default;
+  SystemProbe(const SystemProbe&) = delete;
+  SystemProbe& operator=(const SystemProbe&) = delete;
+  ~SystemProbe() override {
+    if (m_fd >= 0) close(m_fd);
+  }
+  bool proc_is_own() override { return mongolock::proc_is_own(); }
+  std::optional<std::int64_t> process_start(pid_t pid) override { return mongolock::process_start(pid); }
+  bool pid_exists(pid_t pid) override { return kill(pid, 0) == 0 || errno == EPERM; }
+  HolderFileView holder_file(const std::string& path) override {
+    HolderFileView view;
+    if (m_fd >= 0) close(m_fd);
+    m_fd = open_evidence(path, &view.why);
+    if (m_fd < 0) return view;
+    if (flock(m_fd, LOCK_SH | LOCK_NB) != 0) {
+      view.state = HolderFileView::State::locked;
+      return view;
+    }
+    view.state = HolderFileView::State::unlocked;
+    view.evidence = read_evidence(m_fd);
+    return view;
+  }
+  CgroupState cgroup_state(const std::string& dir) override { return mongolock::cgroup_state(dir); }
+  int signal_group(pid_t pgid) override { return kill(-pgid, 0) == 0 ? 0 : errno; }
+  std::string group_still_runs(pid_t pgid) override { return mongolock::group_still_runs(pgid); }
+  void remove_leftovers(const std::string& path, const std::string& cgroup) override {
+    unlink(path.c_str());
+    if (!cgroup.empty()) remove_cgroup_tree(cgroup);
+  }
+
+private:
+  int m_fd = -1;
+};
+
+} // namespace
+
 HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
                              bool remove_file) {
+  SystemProbe probe;
+  return holder_verdict(lock, here, host, probe, remove_file);
+}
+
+HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
+                             LivenessProbe& probe, bool remove_file) {
   HolderVerdict verdict;
   if (!lock.pid_start || lock.host != host) return verdict;
   const auto colon = lock.process.rfind(':');
@@ -340,30 +381,24 @@ HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here
   };
   if (!here.complete()) return no("this process's boot id, PID namespace or start cannot be read");
   if (lock.boot_id != here.boot_id || lock.pid_ns != here.pid_ns) return verdict; // another machine or container
-  if (!proc_is_own()) return no("/proc is not this PID namespace's (/proc/self is not this process)");
-  const auto start = process_start(pid);
+  if (!probe.proc_is_own()) return no("/proc is not this PID namespace's (/proc/self is not this process)");
+  const auto start = probe.process_start(pid);
   if (start == *lock.pid_start) return verdict; // still running
-  if (!start && (kill(pid, 0) == 0 || errno == EPERM)) {
+  if (!start && probe.pid_exists(pid))
     return no(fmt::format("pid {} exists but /proc does not show it (hidepid?)", pid));
-  }
   const auto path = holder_file_path(pid, *lock.pid_start);
-  std::string why;
-  const int fd = open_evidence(path, &why);
-  if (fd < 0) return no(fmt::format("{} ({})", lock.process, why));
-  std::string cgroup;
-  if (flock(fd, LOCK_SH | LOCK_NB) != 0)
-    why = "its holder file is locked (its mongolock or guardian still runs)";
-  else
-    why = job_still_runs(fd, cgroup);
-  if (why.empty()) {
-    verdict.dead = true;
-    if (remove_file) {
-      unlink(path.c_str());
-      if (!cgroup.empty()) remove_cgroup_tree(cgroup);
-    }
+  const auto file = probe.holder_file(path);
+  if (file.state == LivenessProbe::HolderFileView::State::unusable) {
+    return no(fmt::format("{} ({})", lock.process, file.why));
   }
-  close(fd);
-  return why.empty() ? verdict : no(fmt::format("{} ({})", lock.process, why));
+  std::string cgroup;
+  const auto why = file.state == LivenessProbe::HolderFileView::State::locked
+                       ? std::string("its holder file is locked (its mongolock or guardian still runs)")
+                       : job_still_runs(file.evidence, probe, cgroup);
+  if (!why.empty()) return no(fmt::format("{} ({})", lock.process, why));
+  verdict.dead = true;
+  if (remove_file) probe.remove_leftovers(path, cgroup);
+  return verdict;
 }
 
 bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,

@@ -8,6 +8,7 @@
 // process group without a running member. Without a cgroup that cannot be proven (issue 26).
 #pragma once
 
+#include <mongolock/cgroup.hpp>
 #include <mongolock/lock_store.hpp>
 
 #include <cstdint>
@@ -85,6 +86,53 @@ struct HolderVerdict {
 };
 [[nodiscard]] HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
                                            bool remove_file = true);
+
+// What a holder file says (process.cpp record_job_group()): the job's process group and, when the job ran in
+// its own cgroup, that group's directory.
+struct HolderEvidence {
+  pid_t pgid = 0; // 0: the guardian never forked a job (an empty file)
+  std::string cgroup;
+};
+
+// What holder_verdict() reads on this host, one question at a time and in its order: evidence in, verdict
+// out. The overload above asks the system (/proc, /dev/shm, cgroupfs); the simulator (tests/sim) answers
+// from a simulated host whose evidence may be hidden, to check that only proof leads to a takeover (issue 28).
+class LivenessProbe {
+public:
+  virtual ~LivenessProbe() = default;
+  // /proc is this PID namespace's (process.hpp proc_is_own()).
+  [[nodiscard]] virtual bool proc_is_own() = 0;
+  // The start of process `pid` as /proc shows it (process_start()); nullopt when /proc shows none.
+  [[nodiscard]] virtual std::optional<std::int64_t> process_start(pid_t pid) = 0;
+  // A process `pid` exists, shown in /proc or not: kill(pid, 0) succeeds or fails with EPERM.
+  [[nodiscard]] virtual bool pid_exists(pid_t pid) = 0;
+  // Holder file `path` opened for evidence (only a regular file of root or this user that only its owner
+  // may write): unusable (missing or untrustworthy: `why` says which), locked (its mongolock or guardian
+  // holds its flock), or unlocked with what it says (nullopt: malformed). The probe may keep it open (and
+  // share-locked) until it is destroyed.
+  struct HolderFileView {
+    enum class State { unusable, locked, unlocked } state = State::unusable;
+    std::string why;                        // unusable: why, in one phrase
+    std::optional<HolderEvidence> evidence; // unlocked: its contents; nullopt when malformed
+  };
+  [[nodiscard]] virtual HolderFileView holder_file(const std::string& path) = 0;
+  // cgroup.hpp cgroup_state() of the job's group `dir`.
+  [[nodiscard]] virtual CgroupState cgroup_state(const std::string& dir) = 0;
+  // errno of kill(-pgid, 0): 0 when the group has a member, ESRCH when none, EPERM when a member may not
+  // be signalled by this user.
+  [[nodiscard]] virtual int signal_group(pid_t pgid) = 0;
+  // Why group `pgid`, which has members, may still run something (a member that is not a zombie, a zombie
+  // with a live thread, members it cannot all see: hidepid, an unreadable /proc entry); empty when every
+  // member is a zombie with no live thread.
+  [[nodiscard]] virtual std::string group_still_runs(pid_t pgid) = 0;
+  // The holder is dead and its lock is being taken over: removes holder file `path` and the job's empty
+  // cgroup `cgroup` ("" for none). Best effort, never throws.
+  virtual void remove_leftovers(const std::string& path, const std::string& cgroup) = 0;
+};
+
+// holder_verdict() above, with the evidence read through `probe`: the same rules and messages.
+[[nodiscard]] HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
+                                           LivenessProbe& probe, bool remove_file = true);
 
 // holder_verdict(...).dead.
 [[nodiscard]] bool holder_provably_dead(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,

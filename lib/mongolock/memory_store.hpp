@@ -28,6 +28,8 @@ public:
   explicit MemoryStore(WriteSemantics semantics = WriteSemantics::mongodb, Millis skew = Millis(0));
   // A store whose clock is `clock` (the simulator: a fixed epoch on virtual time, LeaseClock's TimeSource).
   MemoryStore(WriteSemantics semantics, const ServerClock& clock);
+  // The server's clock is stepped (the simulator: an NTP step on the server); later operations read `clock`.
+  void set_clock(const ServerClock& clock) { m_clock = clock; }
 
   // One write to a lock document, as logged: "update", "delete", "insert"; the lock's program; which
   // fields an update set ("expires_at,renewed_at,ttl_ms", "waiters", ...).

@@ -1,5 +1,7 @@
 #include "client.hpp"
 
+#include "host.hpp"
+
 #include <mongolock/error.hpp>
 #include <mongolock/supervisor.hpp>
 
@@ -30,20 +32,58 @@ Client::Client(World& world, int id)
 void Client::kill() {
   (void)m_waiter.release(); // the process is gone: nothing deletes its tickets (they expire)
   (void)m_skipper.release();
+  if (m_state == State::dead) return;
   m_state = State::dead;
   m_died_at = std::min(m_died_at, m_world.now());
+  auto* host = m_world.host();
+  auto* run = host && m_pid ? host->find(m_pid) : nullptr;
+  if (run == nullptr || m_world.ended()) return;
+  // Same host: mongolock and its guardian were killed together (pkill -9 mongolock), not the host. The job's
+  // command dies with its guardian (PR_SET_PDEATHSIG: a SIGKILL, dead m_dying later); the holder file stays,
+  // unlocked; a part of the job that left its process group or session may run on; the pid may be reused.
+  run->supervised = false;
+  auto& rng = m_world.rng();
+  if (job_running()) {
+    if (rng.chance(0.5)) {
+      run->escape_until = m_world.now() + rng.millis(Millis(1), m_world.config().timing.ttl * 2);
+      run->escape_in_group = rng.chance(0.5);
+      // Out of its cgroup (root writing another group's cgroup.procs) but still in the process group, where
+      // only the group check can see it; out of both is the man page's limit (nothing proves it), not drawn.
+      run->escape_left_cgroup = run->escape_in_group && rng.chance(0.5);
+      m_world.note(fmt::format("{}: a part of its job ({}) runs on", m_tag,
+                               run->escape_in_group ? "in its process group" : "in a session of its own"));
+    }
+    run->zombie = rng.chance(0.2);
+  }
+  if (rng.chance(0.3)) run->reused = run->start + 1 + rng.range(0, 1000);
+}
+
+void Client::begin_run() {
+  if (auto* host = m_world.host()) m_pid = host->begin_run(m_id);
+}
+
+void Client::end_run() {
+  auto* host = m_world.host();
+  auto* run = host && m_pid ? host->find(m_pid) : nullptr;
+  if (run == nullptr) return;
+  run->supervised = false; // mongolock exits: its HolderFile is removed
+  run->file = false;
 }
 
 void Client::step() {
   try {
     switch (m_state) {
     case State::idle: {
+      begin_run();
       draw_wants();
       m_want_until = m_world.now() + m_world.config().timing.ttl * m_world.rng().range(1, 4);
       m_state = State::wanting;
-      if (m_world.rng().chance(m_world.config().p_wait)) {
+      // run --replace (Config::p_replace): always through the queue, at its front; its holder is replaceable.
+      m_replace = m_world.config().p_replace > 0 && m_world.rng().chance(m_world.config().p_replace);
+      if (m_replace || m_world.rng().chance(m_world.config().p_wait)) {
         mongolock::WaitPolicy policy{.wait = std::chrono::ceil<Millis>(m_want_until - m_world.now()),
-                                     .push = m_world.config().push};
+                                     .push = m_world.config().push,
+                                     .replace = m_replace};
         if (m_world.config().plant == Plant::no_poll) {
           for (auto* d : {&policy.queue.poll, &policy.queue.push_check, &policy.queue.push_recheck,
                           &policy.queue.follow_idle, &policy.queue.idle_poll})
@@ -92,6 +132,17 @@ std::vector<mongolock::AcquireRequest> Client::requests() const {
     mongolock::AcquireRequest request;
     request.name = name;
     request.process = fmt::format("host{}:{}", m_id, 100 + m_id);
+    if (m_world.host() != nullptr) {
+      // Same host: the run records where it runs, and takes a live-looking lock over at once when the real
+      // holder_verdict() proves its holder dead on the simulated evidence (World::judge_holder()).
+      request.process = fmt::format("{}:{}", k_shared_host, m_pid);
+      request.boot_id = k_shared_identity.boot_id;
+      request.pid_ns = k_shared_identity.pid_ns;
+      request.pid_start = m_world.host()->run(m_pid).start;
+      request.holder_dead = [this](const LockRecord& lock, bool taking_over) {
+        return m_world.judge_holder(*this, lock, taking_over);
+      };
+    }
     request.user = "sim";
     request.ttl = config.timing.ttl;
     request.takeover_grace = config.plant == Plant::no_grace ? Millis(0) : config.grace;
@@ -272,15 +323,28 @@ void Client::start(std::vector<LockRecord> locks) {
   // Plant::first_only: the heartbeat renews (and counts the lease by) the first lock only.
   const bool first_only = m_world.config().plant == Plant::first_only;
   m_renewing = first_only ? std::vector<LockRecord>{m_locks.front()} : std::vector<LockRecord>{};
-  m_heart = std::make_unique<mongolock::HeartbeatSteps>(m_locker, first_only ? m_renewing : m_locks, timing, m_log,
-                                                        [this](LocalTime deadline) { renewed(deadline); });
+  // run --replace: the heartbeat reads the queue for a newer replacing run between renewals (Supervisor).
+  const auto replace_check = m_replace ? std::optional(mongolock::RunPolicy{}.replace_check) : std::nullopt;
+  m_replaced_by.clear();
+  m_heart = std::make_unique<mongolock::HeartbeatSteps>(
+      m_locker, first_only ? m_renewing : m_locks, timing, m_log, [this](LocalTime deadline) { renewed(deadline); },
+      replace_check);
   m_job = true;
   m_job_start = now;
+  if (m_world.config().max_dying > Millis(0)) m_dying = m_world.rng().millis(Millis(0), m_world.config().max_dying);
+  if (auto* host = m_world.host()) {
+    auto& run = host->run(m_pid);
+    run.pgid = m_pid + 1; // the guardian's child leads the job's group and writes it to the holder file
+    if (m_world.config().cgroups) run.cgroup = fmt::format("/sys/fs/cgroup/mongolock-job-{}", m_pid);
+    run.names = m_run_names;
+    for (const auto& lock : m_locks)
+      run.lock_ids.push_back(lock.id);
+  }
   m_job_planned_end = now + m_world.rng().millis(timing.ttl / 4, timing.ttl * 3);
   // The guardian, armed with the first acquisition's deadline (run: on_lost term); it checks first
   // whenever it wakes.
   m_guardian.emplace(ns(start_by), ns(timing.kill_grace));
-  (void)m_guardian->check(ns(now));
+  guardian_wake(now);
   m_state = State::holding;
   m_world.count("jobs");
   if (m_run_names.size() > 1) m_world.count("jobs on several names");
@@ -303,8 +367,12 @@ void Client::hold() {
   const auto now = m_world.now();
   if (!m_lost && now >= m_heart->deadline()) set_lost("the renew deadline passed");
   if (!m_lost && !m_heart->gone().empty()) set_lost(m_heart->gone());
+  check_replaced(now);
   if (!m_lost && now >= m_job_planned_end) m_world.note(fmt::format("{} job on {} ended", m_tag, held()));
-  if (m_lost || now >= m_job_planned_end) {
+  if (!m_lost && m_replaced_by.empty() && now < m_job_planned_end && now >= job_end())
+    m_world.note(fmt::format("{}: its guardian killed the job (its deadline lagged the lease's)", m_tag));
+  // The job ended: on its own, stopped for a replacing run, or killed by the guardian (Supervisor: reap()).
+  if (m_lost || now >= job_end()) {
     m_heart->give_up();
     m_state = State::finishing;
     m_wake_at = job_end();
@@ -319,7 +387,20 @@ void Client::hold() {
     m_wake_at = job_end();
     return;
   }
-  if (m_state == State::holding) m_wake_at = std::min({m_heart->next_wakeup(), m_job_planned_end, m_heart->deadline()});
+  if (m_state == State::holding) m_wake_at = std::min({m_heart->next_wakeup(), job_end(), m_heart->deadline()});
+}
+
+// Supervisor::check_replaced(): a newer replacing run waits (the heartbeat's replace check saw its ticket):
+// the job is stopped as after a lost lease (SIGTERM, SIGKILL after the kill grace, by the guardian) while the
+// lease is still renewed; the locks are released once it has ended. Plant::ignore_replace: never.
+void Client::check_replaced(LocalTime now) {
+  if (m_lost || !m_replaced_by.empty() || m_heart->replaced().empty()) return;
+  m_replaced_by = m_heart->replaced();
+  if (m_world.config().plant == Plant::ignore_replace) return;
+  m_world.note(fmt::format("{} replaced by a newer run on {}: stops its job", m_tag, m_replaced_by));
+  m_world.count("runs replaced");
+  guardian_wake(now);
+  (void)m_guardian->stop(ns(now), ns(now + m_world.config().timing.kill_grace)); // Child::stop_job()
 }
 
 // The heartbeat's `renewed` callback (Supervisor: Child::extend_deadline()): every lock was renewed.
@@ -328,7 +409,7 @@ void Client::renewed(LocalTime deadline) {
   const auto now = m_world.now();
   m_world.count("renewals");
   // The guardian woke at its deadline on its own (a fired watchdog stays fired), then gets the extension.
-  (void)m_guardian->check(ns(now));
+  guardian_wake(now);
   if (m_world.config().plant != Plant::no_extend) m_guardian->extend(ns(deadline));
   m_world.note(fmt::format("{} renewed {}: deadline in {}", m_tag, held(),
                            ms(std::chrono::duration_cast<Millis>(deadline - now))));
@@ -338,7 +419,7 @@ void Client::set_lost(const std::string& why) {
   m_lost = true;
   if (m_guardian) {
     const auto now = m_world.now();
-    (void)m_guardian->check(ns(now));
+    guardian_wake(now);
     (void)m_guardian->stop(ns(now), ns(now + m_world.config().timing.kill_grace)); // Child::stop_job()
   }
   m_world.note(fmt::format("{} lost {}: {}; the job is stopped", m_tag, held(), why));
@@ -387,10 +468,23 @@ void Client::finish() {
 bool Client::jumps_queue() const { return m_world.config().plant == Plant::jump_queue && m_id == 1; }
 
 void Client::idle_for(Millis d) {
+  end_run();
+  m_replace = false;
   m_waiter.reset(); // Plant::jump_queue: its unused Waiter
   m_state = State::idle;
   m_wants.clear();
   m_wake_at = m_world.now() + d;
+}
+
+// The guardian is a process of its own: it woke at its deadline, and at its SIGKILL, whenever they came before
+// `now`, not when this client steps (which may be late: inside a call). Then it reads the messages at `now`.
+void Client::guardian_wake(LocalTime now) {
+  for (int i = 0; i < 2; ++i) {
+    const auto wake = m_guardian->next_wakeup();
+    if (wake > ns(now)) break;
+    if (m_guardian->check(wake).kill) break;
+  }
+  (void)m_guardian->check(ns(now));
 }
 
 LocalTime Client::guardian_kill_at() const {
@@ -399,15 +493,25 @@ LocalTime Client::guardian_kill_at() const {
   return next + m_world.config().timing.kill_grace; // it fires at the deadline, SIGKILL a kill grace later
 }
 
+// A killed job is dead m_dying after its SIGKILL (the guardian's; on the same host, its PR_SET_PDEATHSIG when
+// mongolock and the guardian were killed); a host that dies takes its job with it at once.
 LocalTime Client::job_end() const {
   if (!m_job) return m_job_start;
-  return std::min({m_job_planned_end, m_died_at, std::max(guardian_kill_at(), m_job_start + Millis(1))});
+  auto end = std::min(m_job_planned_end, std::max(guardian_kill_at() + m_dying, m_job_start + Millis(1)));
+  if (m_died_at != LocalTime::max()) end = std::min(end, m_world.host() ? m_died_at + m_dying : m_died_at);
+  return end;
 }
 
 std::optional<LocalTime> Client::head_since() const {
   if (!m_head_since || !m_waiter || dead()) return std::nullopt;
   if (m_busy && m_world.now() > m_wait_end) return std::nullopt; // held up in a call by others' calls
   return std::max({*m_head_since, m_paused_until, m_overran_at});
+}
+
+std::string Client::waiting_as() const {
+  if (!m_waiter || dead()) return {};
+  return m_world.host() != nullptr ? fmt::format("{}:{}", k_shared_host, m_pid)
+                                   : fmt::format("host{}:{}", m_id, 100 + m_id);
 }
 
 std::optional<LocalTime> Client::lease_deadline_of(const std::string& id) const {

@@ -29,6 +29,8 @@ public:
   void step();
 
   [[nodiscard]] int id() const { return m_id; }
+  // Same-host schedules (Config::same_host): the pid of its current (or last) run on the shared host; 0 otherwise.
+  [[nodiscard]] pid_t pid() const { return m_pid; }
   [[nodiscard]] LocalTime wake_at() const { return std::max(m_wake_at, m_paused_until); }
   [[nodiscard]] bool busy() const { return m_busy; }
   [[nodiscard]] bool dead() const { return m_state == State::dead; }
@@ -70,6 +72,16 @@ public:
   // (the later of becoming the head, the end of its last pause and of its last call held up by others); nullopt
   // otherwise.
   [[nodiscard]] std::optional<LocalTime> head_since() const;
+  // Its "host:pid" (LockRecord::process, TicketRecord::process) while it waits in the queue; "" otherwise.
+  [[nodiscard]] std::string waiting_as() const;
+  // A run --replace holding its locks (replaceable: its heartbeat reads the queue for a newer replacing run).
+  [[nodiscard]] bool replaceable() const { return m_replace && m_state == State::holding && !m_lost; }
+  // Its job is being stopped for a replacing run (Supervisor's `replaced` state).
+  [[nodiscard]] bool replaced() const { return !m_replaced_by.empty(); }
+  // Not stopped and not held up in a call by others' calls (as head_since()): since when.
+  [[nodiscard]] LocalTime responsive_since() const { return std::max(m_paused_until, m_overran_at); }
+  // In a call that others' calls nested in it hold past its own end (the simulator's starvation: as a pause).
+  [[nodiscard]] bool held_up() const { return m_busy && m_world.now() > m_wait_end; }
 
 private:
   enum class State { idle, wanting, holding, finishing, dead };
@@ -91,6 +103,10 @@ private:
   void idle_for(Millis d);
   [[nodiscard]] bool jumps_queue() const;
   [[nodiscard]] LocalTime guardian_kill_at() const;
+  void guardian_wake(LocalTime now);
+  void check_replaced(LocalTime now);
+  void begin_run(); // same host: a new mongolock process for this attempt
+  void end_run();   // same host: the run exits (its holder file is removed)
   void maybe_mark_waiters(const std::vector<mongolock::LockRecord>& seen);
 
   World& m_world;
@@ -123,6 +139,10 @@ private:
   LocalTime m_job_planned_end{};
   std::optional<mongolock::GuardianDeadline> m_guardian; // the real watchdog of the job's guardian
   LocalTime m_died_at = LocalTime::max();                // killed (the host died: its job with it)
+  Millis m_dying{0};         // how long its job takes to die after SIGKILL (Config::max_dying)
+  pid_t m_pid = 0;           // same host: its current run's pid (Host)
+  bool m_replace = false;    // this attempt is a run --replace (Config::p_replace)
+  std::string m_replaced_by; // its heartbeat saw a newer replacing run ("host:pid"): the job is being stopped
   friend class SimStore;
   friend class SimFeed;
 };

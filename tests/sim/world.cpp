@@ -1,6 +1,7 @@
 #include "world.hpp"
 
 #include "client.hpp"
+#include "host.hpp"
 
 #include <mongolock/error.hpp>
 
@@ -69,15 +70,17 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 } // namespace
 
 Plant parse_plant(const std::string& text) {
-  for (const auto p :
-       {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback, Plant::late_spawn,
-        Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial, Plant::first_only, Plant::renew_by_name,
-        Plant::jump_queue, Plant::long_expiry, Plant::no_extend}) {
+  for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
+                       Plant::late_spawn, Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial,
+                       Plant::first_only, Plant::renew_by_name, Plant::jump_queue, Plant::long_expiry, Plant::no_extend,
+                       Plant::hidden_proof, Plant::no_margin, Plant::ignore_replace}) {
     if (text == plant_name(p)) return p;
   }
-  throw std::invalid_argument("unknown bug '" + text +
-                              "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
-                              "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend)");
+  throw std::invalid_argument(
+      "unknown bug '" + text +
+      "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
+      "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend, hidden-proof, "
+      "no-margin)");
 }
 
 const char* plant_name(Plant plant) {
@@ -112,6 +115,12 @@ const char* plant_name(Plant plant) {
     return "long-expiry";
   case Plant::no_extend:
     return "no-extend";
+  case Plant::hidden_proof:
+    return "hidden-proof";
+  case Plant::no_margin:
+    return "no-margin";
+  case Plant::ignore_replace:
+    return "ignore-replace";
   }
   return "?";
 }
@@ -141,9 +150,19 @@ Millis Rng::millis(Millis lo, Millis hi) {
 
 bool Rng::chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
 
-World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge, bool multi)
+World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge, bool multi,
+             bool same_host)
     : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge, multi)), m_start(k_start), m_now(k_start),
       m_truth(k_epoch, Millis(0), k_start), m_server(m_config.semantics, m_truth) {
+  draw_more(seed, m_config, same_host);
+  if (m_config.same_host) {
+    m_host = std::make_unique<Host>(*this);
+    Rng rng(seed ^ 0x686f7374ULL);
+    auto& hidden = m_host->hidden();
+    for (auto* flag :
+         {&hidden.hidepid, &hidden.eperm, &hidden.foreign_proc, &hidden.cgroup_gone, &hidden.cgroup_unknown})
+      *flag = rng.chance(0.2);
+  }
   m_previous_source = mongolock::set_time_source(this);
   for (int i = 1; i <= m_config.clients; ++i)
     m_clients.push_back(std::make_unique<Client>(*this, i));
@@ -153,6 +172,7 @@ World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant 
 World::~World() {
   // The schedule is over: a waiter still in line leaves no tickets (its calls would run in a world being
   // torn down).
+  m_ended = true;
   for (auto& client : m_clients)
     client->kill();
   mongolock::set_time_source(m_previous_source);
@@ -189,6 +209,30 @@ Config World::draw_config(Rng& rng, std::optional<WriteSemantics> semantics, Pla
   return c;
 }
 
+// Same host in 1 schedule in 4 (all with --same-host or Plant::hidden_proof), cgroups in 2 of 3 of those; slow
+// deaths (a job that takes up to half the safety margin to die after SIGKILL) in 1 in 3. Plant::no_margin: the
+// kill grace takes the safety margin too (renew deadline + kill grace = TTL), with slow deaths.
+void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
+  Rng rng(seed ^ 0x6d6f7265ULL);
+  c.same_host = rng.chance(0.25) || same_host || c.plant == Plant::hidden_proof;
+  c.cgroups = rng.chance(0.67);
+  const auto margin = mongolock::lease_safety_margin(c.timing.ttl);
+  if (rng.chance(c.plant == Plant::no_margin ? 1.0 : 0.33)) c.max_dying = margin / 2;
+  if (c.plant == Plant::no_margin) c.timing.kill_grace += margin;
+  // A server clock step in 1 schedule in 5: within --grace (3 in 4; forward 2 in 3), or forward beyond it.
+  if (rng.chance(0.2)) {
+    c.clock_step_at = rng.millis(Millis(0), c.horizon);
+    c.clock_step = rng.chance(0.75) ? rng.millis(Millis(1), c.grace) * (rng.chance(0.67) ? 1 : -1)
+                                    : c.grace + rng.millis(Millis(1), Millis(3000));
+  }
+  // run --replace refuses --slots (a semaphore has several holders).
+  if (rng.chance(c.plant == Plant::ignore_replace ? 1.0 : 0.25)) {
+    for (auto& [name, slots] : c.slots)
+      slots = 1;
+    c.p_replace = rng.chance(0.5) ? 0.5 : 0.25;
+  }
+}
+
 std::string World::run() {
   note(fmt::format("{} semantics, {} clients, names {}, ttl {} ms (renew every {} ms, deadline {} ms, kill grace "
                    "{} ms), grace {} ms, fence {}, min-hold {} ms, faults {}/{}/{}, chaos every {} ms, plant {}, "
@@ -200,13 +244,42 @@ std::string World::run() {
                    m_config.fence, m_config.min_hold.count(), m_config.p_fail, m_config.p_lost, m_config.p_delay,
                    m_config.chaos_every.count(), plant_name(m_config.plant), m_config.p_wait,
                    m_config.push ? "push" : "poll"));
+  if (m_host) {
+    const auto& h = m_host->hidden();
+    note(fmt::format("same host, cgroups {}, hidden: hidepid {}, eperm {}, foreign /proc {}, cgroup gone {}, cgroup "
+                     "unreadable {}",
+                     m_config.cgroups, h.hidepid, h.eperm, h.foreign_proc, h.cgroup_gone, h.cgroup_unknown));
+  }
+  if (m_config.clock_step != Millis(0)) {
+    at(m_start + m_config.clock_step_at, [this] { step_clock(); });
+    note(fmt::format("the server's clock steps by {} ms at {}{}", m_config.clock_step.count(),
+                     fmt_time(m_start + m_config.clock_step_at),
+                     m_config.step_beyond_grace() ? " (beyond --grace: exclusion may break, LIMITS)" : ""));
+  }
+  if (m_config.max_dying > Millis(0))
+    note(fmt::format("a killed job dies up to {} ms later", m_config.max_dying.count()));
   try {
     run_until(m_start + m_config.horizon);
     check_invariants();
   } catch (const Violation& v) {
+    if (m_stepped && m_config.step_beyond_grace() && !m_strict_steps) {
+      // The man page's limit: a step of the server's clock beyond --grace may break exclusion. Expected.
+      count("violations after a clock step beyond --grace (LIMITS, expected)");
+      note(fmt::format("expected (the clock stepped beyond --grace): {}", v.what()));
+      return {};
+    }
     return v.what();
   }
   return {};
+}
+
+void World::step_clock() {
+  m_truth = mongolock::ServerClock(server_now() + m_config.clock_step, Millis(0), m_now);
+  m_server.set_clock(m_truth);
+  m_slack = std::chrono::abs(m_config.clock_step);
+  m_stepped = true;
+  count("server clock steps");
+  note(fmt::format("the server's clock steps by {} ms", m_config.clock_step.count()));
 }
 
 void World::at(LocalTime when, std::function<void()> op) {
@@ -277,7 +350,8 @@ void World::chaos() {
   const int kind = m_rng.range(0, 9);
   if (kind < 2) {
     if (victim.dead()) return;
-    note(fmt::format("chaos: kill c{}", victim.id()));
+    note(m_host ? fmt::format("chaos: kill -9 c{}'s mongolock and guardian", victim.id())
+                : fmt::format("chaos: kill c{}", victim.id()));
     victim.kill();
     count("kills");
   } else if (kind < 6) {
@@ -334,7 +408,7 @@ void World::job_started(const mongolock::LockRecord& lock) {
 
 void World::purged(const mongolock::LockRecord& removed) {
   count("takeovers");
-  if (removed.expires_at + m_config.grace > server_now()) {
+  if (removed.expires_at + m_config.grace > server_now() + m_slack) {
     throw Violation(
         fmt::format("lock '{}' ({}) was taken over {} ms after it expired, before the takeover grace of {} ms",
                     removed.program, removed.id, (server_now() - removed.expires_at).count(), m_config.grace.count()));
@@ -345,7 +419,7 @@ void World::released(const mongolock::LockRecord& lock, const mongolock::Release
   if (outcome.kind == mongolock::ReleaseOutcome::min_hold) {
     count("min-hold releases");
     m_holds[lock.program] = Hold{lock.id, outcome.hold_until};
-  } else if (outcome.kind == mongolock::ReleaseOutcome::released && server_now() < lock.hold_until &&
+  } else if (outcome.kind == mongolock::ReleaseOutcome::released && server_now() + m_slack < lock.hold_until &&
              !broken(lock.id)) {
     throw Violation(fmt::format("lock '{}' ({}) was deleted {} ms before the end of its minimum hold", lock.program,
                                 lock.id, (lock.hold_until - server_now()).count()));
@@ -358,7 +432,7 @@ void World::acquired(const mongolock::LockRecord& lock) {
   // A reply that arrives late names an insert applied long ago (maybe broken since): only a document on the
   // server now was inserted after the held one was gone.
   if (const auto current = m_server.find(lock.program); !current || current->id != lock.id) return;
-  if (!broken(it->second.id) && server_now() < it->second.until) {
+  if (!broken(it->second.id) && server_now() + m_slack < it->second.until) {
     throw Violation(fmt::format("lock '{}' was acquired {} ms before the end of the previous holder's minimum hold",
                                 lock.program, (it->second.until - server_now()).count()));
   }
@@ -372,9 +446,23 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
   const auto mine = std::find_if(tickets.begin(), tickets.end(), [&](const auto& t) { return t.id == lock.ticket; });
   if (mine == tickets.end()) return; // its ticket lapsed and was deleted: it took a free lock as it would anyway
   const auto now = server_now();
-  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000);
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - m_slack;
+  // run --replace joins at the front: a replacing run that joined while the taker's attempt was on its way (its
+  // last look at the queue, then its insert: calls of up to 1 s, the man page's bound for the queue's order) is
+  // not passed over; it supersedes the taker next (the holder's replace check), as the newest replacing run wins.
+  // A replacing run's ticket whose waiter has left (it exited on an error before it announced itself, so no
+  // event told the line) is passed by a waiter that a wake-up event told it was first (issue 28: seed 3826).
+  const auto joined_late = [&](const mongolock::TicketRecord& t) {
+    if (!mongolock::WaitQueue::is_replace(t)) return false;
+    const bool waits =
+        std::any_of(m_clients.begin(), m_clients.end(), [&](const auto& c) { return c->waiting_as() == t.process; });
+    return !waits || t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
+  };
   for (const auto& t : tickets) {
-    if (t.seq >= mine->seq || t.expires_at <= now || m_lapsed.count(t.id) != 0 || t.expires_at - now > far) continue;
+    if (t.seq >= mine->seq || t.expires_at <= now || m_lapsed.count(t.id) != 0 || t.expires_at - now > far ||
+        joined_late(t)) {
+      continue;
+    }
     throw Violation(fmt::format("'{}' went to {} (seq {}) while {} (seq {}) waited ahead with a live ticket",
                                 lock.program, mine->process, mine->seq, t.process, t.seq));
   }
@@ -383,8 +471,8 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
 void World::ticketless_grant(const mongolock::LockRecord& lock, LocalTime waiting_since) {
   count("grants without a ticket to waiters");
   const auto now = server_now();
-  const auto before = m_truth.at(waiting_since) - m_config.max_rtt - Millis(1);
-  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000);
+  const auto before = m_truth.at(waiting_since) - m_config.max_rtt - Millis(1) - m_slack;
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - m_slack;
   for (const auto& t : m_server.tickets({lock.name})) {
     if (t.process == lock.process || t.since >= before || t.expires_at <= now || m_lapsed.count(t.id) != 0 ||
         t.expires_at - now > far) {
@@ -415,7 +503,7 @@ void World::check_orphans() {
     const auto it = m_orphan_since.find(doc.id);
     const auto since = it == m_orphan_since.end() ? m_now : it->second;
     still.emplace(doc.id, since);
-    const auto bound = m_truth.at(since) + m_config.timing.ttl + m_config.max_rtt + Millis(2);
+    const auto bound = m_truth.at(since) + m_config.timing.ttl + m_config.max_rtt + Millis(2) + m_slack;
     if (doc.expires_at <= bound) continue;
     throw Violation(fmt::format("lock '{}' ({}) is nobody's since {} but expires {} ms after then (more than its TTL "
                                 "of {} ms): it blocks its name past TTL + grace",
@@ -448,7 +536,9 @@ void World::check_waiters() {
       all_free = all_free && it != m_free_since.end();
       if (it != m_free_since.end()) free_since = std::max(free_since, it->second);
     }
-    if (!all_free || client->wants().empty() || m_now - std::max(free_since, *since) <= k_head_bound) continue;
+    if (!all_free || client->wants().empty() || m_now - std::max(free_since, *since) <= k_head_bound + m_slack) {
+      continue;
+    }
     throw Violation(fmt::format("'{}' has been free since {} while c{}, first in line since {}, waits",
                                 fmt::join(client->wants(), "', '"), fmt_time(free_since), client->id(),
                                 fmt_time(*since)));
@@ -458,14 +548,16 @@ void World::check_waiters() {
 // After every step: per name, no more jobs running (nor holders counting their lease valid) than slots;
 // every running job and every holder's lease covered by its document on the server's clock.
 void World::check_invariants() {
+  if (!m_pending.empty()) throw Violation(m_pending);
   const mongolock::QueueTiming queue;
   for (const auto& t : m_server.tickets({})) {
-    if (t.expires_at <= server_now()) m_lapsed.insert(t.id);
+    // (A step of the server's clock moves every expiry for clients that have not read the clock since.)
+    if (t.expires_at <= server_now() + m_slack) m_lapsed.insert(t.id);
     // A far waiter's long lease (as first seen with this expiry) not renewed for renewal_overdue(): the
     // queue skips it as a dead waiter's wherever it is in line (WaitQueue::at_head, issue 26 item 9).
     auto [seen, fresh] = m_ticket_seen.try_emplace(t.id, TicketSeen{t.expires_at, server_now()});
     if (!fresh && seen->second.expires_at != t.expires_at) seen->second = TicketSeen{t.expires_at, server_now()};
-    const bool far = seen->second.expires_at - seen->second.at > queue.ticket_lease + queue.purge_after / 2;
+    const bool far = seen->second.expires_at - seen->second.at > queue.ticket_lease + queue.purge_after / 2 - m_slack;
     if (far && t.expires_at - queue.far_ticket_lease + queue.renewal_overdue() <= server_now()) m_lapsed.insert(t.id);
   }
   check_waiters();
@@ -474,6 +566,8 @@ void World::check_invariants() {
   std::map<std::string, int> believers;
   for (const auto& client : m_clients)
     check_client(*client, jobs, believers);
+  check_escapes(jobs);
+  check_replaced();
   for (const auto& [name, n] : jobs) {
     if (n > m_config.slots.at(name))
       throw Violation(fmt::format("{} jobs of '{}' run at once (slots: {})", n, name, m_config.slots.at(name)));
@@ -527,17 +621,106 @@ void World::check_lock(const Client& client, const mongolock::LockRecord& lock, 
   const auto who = client.run_names().size() > 1
                        ? fmt::format("c{} (run on '{}')", client.id(), fmt::join(client.run_names(), "', '"))
                        : fmt::format("c{}", client.id());
-  if (job && (!present || doc->expires_at < server_at(client.job_end()))) {
+  if (job && (!present || doc->expires_at + m_slack < server_at(client.job_end()))) {
     throw Violation(fmt::format("{}: its job on '{}' may run until {} but its lease {}", who, lock.program,
                                 fmt_time(client.job_end()),
                                 present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now)
                                         : std::string("is gone from the server")));
   }
-  if (believes && (!present || doc->expires_at < server_at(client.belief_deadline()))) {
+  if (believes && (!present || doc->expires_at + m_slack < server_at(client.belief_deadline()))) {
     throw Violation(
         fmt::format("{} counts its lease on '{}' valid until {} but the server's {}", who, lock.program,
                     fmt_time(client.belief_deadline()),
                     present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now) : std::string("is gone")));
+  }
+}
+
+bool World::judge_holder(const Client& contender, const mongolock::LockRecord& lock, bool taking_over) {
+  HostProbe probe(*this, *m_host, m_config.plant == Plant::hidden_proof);
+  const auto verdict = mongolock::holder_verdict(lock, k_shared_identity, k_shared_host, probe, taking_over);
+  if (!verdict.dead) {
+    if (!verdict.why_not.empty() && taking_over) count("same-host takeovers refused without proof");
+    return false;
+  }
+  const auto colon = lock.process.rfind(':');
+  const auto* run = m_host->find(static_cast<pid_t>(std::stol(lock.process.substr(colon + 1))));
+  std::string runs;
+  if (run != nullptr && run->start == lock.pid_start) {
+    if (run->supervised)
+      runs = "its mongolock or guardian";
+    else if (m_host->command_runs(*run))
+      runs = "its job's command";
+    else if (m_host->escape_runs(*run))
+      runs = run->escape_in_group ? "a part of its job (in its process group)" : "a part of its job (setsid)";
+  }
+  if (!runs.empty() && m_pending.empty()) {
+    m_pending = fmt::format("c{} judged the holder of '{}' ({}, c{}) dead for an instant takeover while {} runs",
+                            contender.id(), lock.program, lock.process, run->client, runs);
+  }
+  if (taking_over) {
+    count("same-host instant takeovers");
+    m_instant.insert(lock.id);
+    note(fmt::format("c{}: the holder of '{}' ({}) is provably dead: taking it over at once", contender.id(),
+                     lock.program, lock.process));
+  }
+  return true;
+}
+
+// Same host: a part of a killed run's job that escaped its process group or session runs on its names. Beside
+// a holder that took the lock over by expiry + grace that is the man page's limit (LIMITS: "what stops both
+// mongolock and its guardian but not the job"): expected, counted. Beside one that took it over at once, by
+// holder_verdict(), it is a violation: the same-host takeover waits while anything of the job may run.
+void World::check_escapes(std::map<std::string, int>& jobs) {
+  if (!m_host) return;
+  for (const auto& [pid, run] : m_host->runs()) {
+    if (!m_host->escape_runs(run)) continue;
+    for (const auto& name : run.names) {
+      const int others = jobs[name] - (m_host->command_runs(run) ? 1 : 0); // not its own command, still dying
+      if (others + 1 <= m_config.slots.at(name)) continue;
+      const bool instant =
+          std::any_of(run.lock_ids.begin(), run.lock_ids.end(), [&](const auto& id) { return m_instant.count(id); });
+      const bool broken_lock =
+          std::any_of(run.lock_ids.begin(), run.lock_ids.end(), [&](const auto& id) { return broken(id); });
+      if (instant) {
+        throw Violation(fmt::format("a part of c{}'s job ({}) runs on '{}' beside {} other job(s): its lock was taken "
+                                    "over at once although its job was not proven gone",
+                                    run.client, pid, name, others));
+      }
+      if (!broken_lock && m_expected.insert(pid).second) count("escaped jobs beside a later holder (LIMITS)");
+    }
+  }
+}
+
+// run --replace: a replaceable holder (a run --replace holding its locks, alive, not stopped, not held up in a
+// call) whose names a newer replacing run waits for (its ticket live on the server, seq below the holder's own
+// LockRecord::replace_seq) stops its job within k_replace_bound (the heartbeat's replace check every 500 ms,
+// a check's call of up to 1 s that may fail and be tried again) + the kill grace + its dying time.
+void World::check_replaced() {
+  constexpr Millis k_replace_bound{4000};
+  if (m_config.p_replace == 0) return;
+  const auto now = server_now();
+  for (const auto& client : m_clients) {
+    if (client->dead() || !client->replaceable() || !client->job_running() || client->locks().empty()) {
+      m_replacing_since.erase(client->id());
+      continue;
+    }
+    const auto own = client->locks().front().replace_seq;
+    bool waits = false;
+    for (const auto& t : m_server.tickets(client->run_names())) {
+      const bool mine = std::any_of(client->locks().begin(), client->locks().end(),
+                                    [&](const auto& l) { return !l.ticket.empty() && l.ticket == t.id; });
+      if (mongolock::WaitQueue::is_replace(t) && t.expires_at > now && !mine && (!own || t.seq < *own)) waits = true;
+    }
+    if (!waits) {
+      m_replacing_since.erase(client->id());
+      continue;
+    }
+    const auto seen = m_replacing_since.try_emplace(client->id(), m_now).first->second;
+    if (client->held_up()) continue; // starved by others' nested calls: responsive_since() moves when it returns
+    const auto since = std::max({seen, client->responsive_since(), m_outage_until});
+    if (m_now - since <= k_replace_bound + m_config.timing.kill_grace + m_config.max_dying) continue;
+    throw Violation(fmt::format("c{} still runs its job on '{}' although a newer replacing run has waited since {}",
+                                client->id(), fmt::join(client->run_names(), "', '"), fmt_time(since)));
   }
 }
 
@@ -552,7 +735,7 @@ void World::attempt_held(const Client& client, const std::string& name, LocalTim
       if (lock.name != name) continue;
       const auto doc = m_server.find(lock.program);
       if (!doc || doc->id != lock.id) continue;
-      const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1);
+      const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1) + m_slack;
       if (started < free_at) continue;
       throw Violation(fmt::format("c{}'s attempt at {} found '{}' held, but its holder c{} is dead and its lock was "
                                   "free for takeover since {}",

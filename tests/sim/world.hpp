@@ -28,20 +28,23 @@ using mongolock::ServerTime;
 // A planted bug the simulator must catch (tests/sim/CMakeLists.txt: one ctest case each).
 enum class Plant {
   none,
-  name_selector, // releases and renewals select the lock by name only (no _id, no token)
-  no_grace,      // takeovers ignore the takeover grace
-  late_reply,    // the heartbeat counts a renewal reply that arrived after the renew deadline
-  rollback,      // waiters set `waiters` on the holder's document (0.2.0): on FerretDB it can undo a renewal
-  late_spawn,    // the job is started even when the first acquisition's renew deadline has passed
-  no_hold,       // a release deletes the lock by _id + token within its --min-hold
-  skip_queue,    // a waiter queues, then takes the lock whenever it is free, whoever waits ahead
-  no_poll,       // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
-  partial,       // acquire_all is not all-or-none: it keeps the names taken before a busy one, and the job starts
-  first_only,    // the heartbeat renews, and counts the lease by, the run's first lock only
-  renew_by_name, // renewals select the lock by name only (no _id, no token): a broken holder renews the next one's
-  jump_queue,    // a --wait run (client 1's) takes a free lock without a ticket whoever waits (no queue check)
-  long_expiry,   // an insert writes an expiry a TTL too far (a lease counted from the wrong moment)
-  no_extend,     // the heartbeat's renewals do not move the guardian's deadline (Child::extend_deadline())
+  name_selector,  // releases and renewals select the lock by name only (no _id, no token)
+  no_grace,       // takeovers ignore the takeover grace
+  late_reply,     // the heartbeat counts a renewal reply that arrived after the renew deadline
+  rollback,       // waiters set `waiters` on the holder's document (0.2.0): on FerretDB it can undo a renewal
+  late_spawn,     // the job is started even when the first acquisition's renew deadline has passed
+  no_hold,        // a release deletes the lock by _id + token within its --min-hold
+  skip_queue,     // a waiter queues, then takes the lock whenever it is free, whoever waits ahead
+  no_poll,        // waiters rely on wake-up events alone (a lock deleted without one is never noticed)
+  partial,        // acquire_all is not all-or-none: it keeps the names taken before a busy one, and the job starts
+  first_only,     // the heartbeat renews, and counts the lease by, the run's first lock only
+  renew_by_name,  // renewals select the lock by name only (no _id, no token): a broken holder renews the next one's
+  jump_queue,     // a --wait run (client 1's) takes a free lock without a ticket whoever waits (no queue check)
+  long_expiry,    // an insert writes an expiry a TTL too far (a lease counted from the wrong moment)
+  no_extend,      // the heartbeat's renewals do not move the guardian's deadline (Child::extend_deadline())
+  hidden_proof,   // the same-host takeover treats hidden evidence as proof (hidepid, EPERM, an unseen cgroup)
+  no_margin,      // the lease timing keeps no safety margin (renew deadline + kill grace = TTL)
+  ignore_replace, // a run --replace holder never stops for a replacing run (Supervisor::check_replaced missing)
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -80,6 +83,23 @@ struct Config {
   double p_wait = 0;      // an attempt waits in the queue (run --wait: the real Waiter) instead of retrying
   bool push = true;       // waiters follow the wake-up events (else they poll: --no-push)
   Plant plant = Plant::none;
+  // Same host (1 schedule in 4; --same-host: all): every client runs on one host (Host, host.hpp), a kill is
+  // `pkill -9 mongolock` (mongolock and its guardian, not the host), and a lock whose holder is provably dead
+  // is taken over at once by the real holder_verdict() on the host's evidence, which may be hidden.
+  bool same_host = false;
+  bool cgroups = false; // same host: every job runs in a cgroup of its own
+  // A killed job takes up to this long to die after its SIGKILL (exit, reaping; 0: at once). The lease's
+  // safety margin (lease_safety_margin()) is what covers it.
+  Millis max_dying{0};
+  // run --replace (1 schedule in 4 whose names have one slot each): an attempt is a replacing run this often.
+  double p_replace = 0;
+  // A step of the server's clock (an NTP step; 1 schedule in 5): by `clock_step` (negative: back) at
+  // `clock_step_at` after the start. Within --grace (and forward, within grace + the safety margin) every
+  // invariant holds, each server-clock bound widened by the step; beyond it exclusion may break (the man
+  // page's LIMITS): a violation then ends the schedule as expected, counted, not as a failure.
+  Millis clock_step{0};
+  Millis clock_step_at{0};
+  [[nodiscard]] bool step_beyond_grace() const { return clock_step > grace; }
 };
 
 // An invariant failed: unwinds the whole schedule (World::run catches it).
@@ -94,19 +114,23 @@ struct Killed : std::exception {
 };
 
 class Client;
+class Host;
 
 class World final : public mongolock::TimeSource {
 public:
   // `edge`: only schedules at the edge of the accepted timings (draw_timing() in world.cpp); `multi`: only
   // schedules of several names per run.
   World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge = false,
-        bool multi = false);
+        bool multi = false, bool same_host = false);
   ~World() override;
   World(const World&) = delete;
   World& operator=(const World&) = delete;
 
   // Runs the schedule to its horizon. Returns "" when every invariant held, else the violation.
   std::string run();
+  // A violation after a step of the server's clock beyond --grace fails the schedule too (--strict-steps: the
+  // ctest that shows such steps do break exclusion, as the man page's LIMITS says).
+  void strict_steps() { m_strict_steps = true; }
 
   // --- time and scheduling -----------------------------------------------------------------------
   [[nodiscard]] LocalTime now() noexcept override {
@@ -136,6 +160,11 @@ public:
   [[nodiscard]] const Config& config() const { return m_config; }
   [[nodiscard]] mongolock::MemoryStore& server() { return m_server; }
   [[nodiscard]] bool outage() const { return m_now < m_outage_until; }
+  // The shared host of a same-host schedule (Config::same_host); nullptr otherwise.
+  [[nodiscard]] Host* host() { return m_host.get(); }
+  [[nodiscard]] const Client& client(int id) const { return *m_clients.at(static_cast<std::size_t>(id - 1)); }
+  // The schedule is over (the destructor kills every client: nothing is drawn or judged any more).
+  [[nodiscard]] bool ended() const { return m_ended; }
   [[nodiscard]] LocalTime outage_end() const { return m_outage_until; }
 
   // --- what the invariants need --------------------------------------------------------------------
@@ -171,12 +200,22 @@ public:
     const auto it = m_broken.find(id);
     return it != m_broken.end() && it->second >= t;
   }
+  // Same host: `contender`'s acquisition asks whether `lock`'s holder is provably dead (AcquireRequest::holder_dead,
+  // `taking_over` as there): the real holder_verdict() on the host's evidence (HostProbe). A "dead" while its
+  // mongolock, guardian, job or a part of the job still runs is a violation (raised at the next check: not
+  // through the Locker's call).
+  bool judge_holder(const Client& contender, const mongolock::LockRecord& lock, bool taking_over);
   void count(const char* what) { ++m_counts[what]; }
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
 
 private:
   static Config draw_config(Rng& rng, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge,
                             bool multi);
+  // The additions of issue 28 (same host, slow deaths), from a generator of their own so that the schedules
+  // drawn before them stay as they were.
+  static void draw_more(std::uint64_t seed, Config& c, bool same_host);
+  void check_escapes(std::map<std::string, int>& jobs);
+  void check_replaced();
   void chaos();
   void check_invariants();
   void check_waiters();
@@ -193,7 +232,17 @@ private:
   mongolock::ServerClock m_truth; // the server's own clock on virtual time
   mongolock::MemoryStore m_server;
   TimeSource* m_previous_source = nullptr;
+  std::unique_ptr<Host> m_host; // same host only
   std::vector<std::unique_ptr<Client>> m_clients;
+  std::set<std::string> m_instant; // _id of locks taken over at once by a same-host takeover
+  std::set<pid_t> m_expected;      // runs whose escaped part overlapped a holder that took its lock by expiry
+  Millis m_slack{0}; // the server's clock stepped by this much (either way): server-clock bounds widen by it
+  bool m_stepped = false;
+  bool m_strict_steps = false;
+  void step_clock();
+  std::string m_pending;                      // a violation found inside a call, raised at the next check
+  std::map<int, LocalTime> m_replacing_since; // per replaceable holder: a newer replacing run has waited since
+  bool m_ended = false;
   struct Op {
     LocalTime when;
     std::uint64_t seq;
