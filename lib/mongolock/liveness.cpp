@@ -255,6 +255,16 @@ bool evidence_expired(time_t mtime) {
   return std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(mtime) > k_evidence_kept;
 }
 
+// A job's evidence younger than k_evidence_kept, which the sweep keeps whatever its process does: known
+// from one lstat, without reading /proc, the file or the job's cgroup (issue 30: every run sweeps, and a
+// file of each killed run stays a day; the full check of 138 such files cost 3.3 ms of CPU a run).
+// sweep_if_stale() decides the same from fstat. True also when there is no such file.
+bool kept_evidence(const std::string& path) {
+  struct stat seen {};
+  return lstat(path.c_str(), &seen) != 0 ||
+         (S_ISREG(seen.st_mode) && seen.st_size > 0 && !evidence_expired(seen.st_mtime));
+}
+
 bool sweep_if_stale(const std::string& name, pid_t self) {
   pid_t pid = 0;
   long long start = 0;
@@ -264,15 +274,7 @@ bool sweep_if_stale(const std::string& name, pid_t self) {
     return false;
   }
   const auto path = "/dev/shm/" + name;
-  // A job's evidence younger than k_evidence_kept is kept whatever its process does: known from one
-  // lstat, without reading /proc, the file or the job's cgroup (issue 30: every run sweeps, and a file
-  // of each killed run stays a day; the full check of 138 such files cost 3.3 ms of CPU a run). The
-  // checks below decide the same from fstat.
-  struct stat seen {};
-  if (lstat(path.c_str(), &seen) != 0 ||
-      (S_ISREG(seen.st_mode) && seen.st_size > 0 && !evidence_expired(seen.st_mtime))) {
-    return false;
-  }
+  if (kept_evidence(path)) return false;
   const auto alive = process_start(pid);
   if (alive == start || (!alive && (kill(pid, 0) == 0 || errno == EPERM))) return false;
   const int fd = open_evidence(path);
