@@ -10,11 +10,14 @@ ratios: the median over rounds of (current / other) of that round, so that the l
 moves both sides of a ratio alike. Printed:
 
 - server commands of an executed `run NAME -- true` (MONGOLOCK_DEBUG_COMMANDS=1), each binary;
-- one-shot `run NAME -- true`: median wall time of each, paired ratios current/baseline, current/floor,
-  current/etcd; first with an empty history, then again after 10,000 runs of ten names were stored (half
-  of them skipped attempts naming a holder's lock, as a fleet writes them);
+- the system calls of one such run, its guardian and job included (strace -f -c, when installed);
+- one-shot `run NAME -- true`: median wall and CPU time (user + system, children included) of each, paired
+  ratios current/baseline, current/floor, current/etcd; first with an empty history, then again after
+  10,000 runs of ten names were stored (half of them skipped attempts naming a holder's lock, as a fleet
+  writes them);
 - with --contention: 8 waiters queued behind a holder, 200 ms jobs, 5 rounds (handover gap median / p95)
   and 8 workers x 5 runs (max wait), each binary and etcd, rounds interleaved.
+The load average is printed beside each section: on a shared machine read the CPU ratios first.
 """
 import os
 import shutil
@@ -67,14 +70,39 @@ def start_etcd(tmp):
     return None, None
 
 
+def load():
+    """The load average (1, 5 min) and the number of CPUs, printed beside the figures."""
+    with open("/proc/loadavg") as f:
+        one, five = f.read().split()[:2]
+    return f"load average {one}, {five} on {os.cpu_count()} CPUs"
+
+
 def timed(argv, extra_env=None):
+    """Runs argv; returns (wall ms, CPU ms): user + system time of it and the children it waited for."""
     start = time.perf_counter()
-    done = subprocess.run(argv, env=dict(env, **(extra_env or {})), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(argv, env=dict(env, **(extra_env or {})), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
     elapsed = (time.perf_counter() - start) * 1000
-    if done.returncode != 0:
-        sys.exit(f"bench: error: {' '.join(argv)} exited {done.returncode}: {done.stderr.decode(errors='replace')}")
-    return elapsed
+    child.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"bench: error: {' '.join(argv)} exited {code}: {err.decode(errors='replace')}")
+    return elapsed, (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def syscalls(argv):
+    """The system calls of one run of argv and its children (strace -f -c), or None without strace."""
+    if not shutil.which("strace"):
+        return None
+    with tempfile.NamedTemporaryFile("r") as out:
+        subprocess.run(["strace", "-f", "-c", "-o", out.name, *argv], env=env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        for line in out.read().splitlines():
+            if line.rstrip().endswith(" total"):
+                return int(line.split()[3])
+    return None
 
 
 def commands(binary, name):
@@ -88,17 +116,25 @@ def commands(binary, name):
 
 
 def one_shot(tools, label):
-    """Interleaved rounds of every tool's one cycle; prints medians and paired ratios to 'current'."""
+    """Interleaved rounds of every tool's one cycle; prints medians and paired ratios to 'current', of the
+    wall time and of the CPU time (user + system, children included: what the load changes least)."""
     times = {name: [] for name in tools}
+    cpu = {name: [] for name in tools}
     order = list(tools)
+    before = load()
     for i in range(runs):
         for name in order[i % len(order):] + order[:i % len(order)]:
-            times[name].append(timed(tools[name]))
+            wall, used = timed(tools[name])
+            times[name].append(wall)
+            cpu[name].append(used)
     print(f"\none-shot `run NAME -- true`, {label}: median of {runs} interleaved rounds, paired ratios")
-    print(f"  {'':<26} {'median':>9}  {'current / this (paired median)':>31}")
+    print(f"  ({before} before, {load()} after)")
+    print(f"  {'':<26} {'wall':>9} {'current / this':>15} {'CPU':>9} {'current / this':>15}")
     for name in tools:
         ratio = statistics.median(c / o for c, o in zip(times["current"], times[name]))
-        print(f"  {name:<26} {statistics.median(times[name]):>6.1f} ms  {ratio:>30.2f}x")
+        cpu_ratio = statistics.median(c / max(o, 0.1) for c, o in zip(cpu["current"], cpu[name]))
+        print(f"  {name:<26} {statistics.median(times[name]):>6.1f} ms {ratio:>14.2f}x"
+              f" {statistics.median(cpu[name]):>6.1f} ms {cpu_ratio:>14.2f}x")
     return times
 
 
@@ -196,6 +232,7 @@ def contention(tools, tmp, rounds=5):
     gaps = {name: [] for name in tools}
     waits = {name: [] for name in tools}
     order = list(tools)
+    before = load()
     for r in range(rounds):
         for name in order[r % len(order):] + order[:r % len(order)]:
             prefix, hold = tools[name]
@@ -203,6 +240,7 @@ def contention(tools, tmp, rounds=5):
             waits[name].append(workers(prefix, tmp, f"{name.replace(' ', '_')}-{r}"))
     print(f"\ncontention, 200 ms jobs, {rounds} interleaved rounds: 8 waiters queued behind a holder (gap: one job's"
           " end to the next one's start), 8 workers x 5 runs (max wait; paired ratio to etcd per round)")
+    print(f"  ({before} before, {load()} after)")
     print(f"  {'':<12} {'gap median':>10} {'gap p95':>9} {'max wait (median of rounds)':>28} {'vs etcd':>8}")
     for name in tools:
         ratio = ""
@@ -220,6 +258,14 @@ def main():
         commands(binary, f"count-{label}")  # the first run of a name creates collections
         print(f"  {label:<9} {commands(binary, f'count-{label}')}")
     print(f"  {'floor':<9} 5 (createIndexes 1, insert 2, findAndModify 1, endSessions 1: by construction)")
+    counted = {label: syscalls(argv) for label, argv in (
+        ("current", [current, "run", "count-current", "--", "true"]),
+        ("baseline", [baseline, "run", "count-baseline", "--", "true"]),
+        ("floor", [floor, uri, DATABASE, COLLECTION + "_floor", "count-floor"]))}
+    if None not in counted.values():
+        print("\nsystem calls of one `run NAME -- true`, its guardian and job included (strace -f -c)")
+        for label, count in counted.items():
+            print(f"  {label:<9} {count}")
     with tempfile.TemporaryDirectory() as tmp:
         etcd, endpoint = start_etcd(tmp)
         try:

@@ -289,3 +289,38 @@ TEST_CASE("A holder file owned by another user, or writable by others, proves no
   CHECK_FALSE(holder_verdict(lock, self, "h", false).dead);
   unlink(path.c_str());
 }
+
+// What the sweep removes and keeps (issue 30 made it skip a young job's evidence from one lstat, without
+// /proc or the file's contents): a dead run's file that never recorded a job goes; one that recorded a job
+// stays a day (an instant takeover reads it), then goes when its job had no cgroup; a live run's stays.
+TEST_CASE("The holder-file sweep removes a waiting run's file, keeps a job's evidence for a day") {
+  const pid_t pid = unused_pid();
+  REQUIRE(pid > 0);
+  const auto make = [](const std::string& path, const char* text) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0644);
+    REQUIRE(fd >= 0);
+    const auto n = static_cast<ssize_t>(std::char_traits<char>::length(text));
+    REQUIRE(write(fd, text, static_cast<std::size_t>(n)) == n);
+    close(fd);
+  };
+  const auto exists = [](const std::string& path) { return access(path.c_str(), F_OK) == 0; };
+  const auto waited = holder_file_path(pid, 11111); // killed while it waited: no job recorded
+  const auto young = holder_file_path(pid, 22222);  // killed while its job ran, just now
+  const auto old = holder_file_path(pid, 33333);    // ... two days ago, its job without a cgroup
+  const auto live = holder_file_path(getppid(), process_start(getppid()).value_or(1));
+  make(waited, "");
+  make(young, "4242\n");
+  make(old, "4243\n");
+  const bool own_live = !exists(live);
+  if (own_live) make(live, "");
+  const timespec two_days_ago[2] = {{time(nullptr) - 2 * 86400, 0}, {time(nullptr) - 2 * 86400, 0}};
+  REQUIRE(utimensat(AT_FDCWD, old.c_str(), two_days_ago, 0) == 0);
+  (void)sweep_holder_files();
+  CHECK_FALSE(exists(waited));
+  CHECK(exists(young));
+  CHECK_FALSE(exists(old));
+  if (own_live) CHECK(exists(live)); // its process runs: kept even with no job recorded
+  for (const auto& path : {waited, young, old})
+    unlink(path.c_str());
+  if (own_live) unlink(live.c_str());
+}
