@@ -54,7 +54,9 @@ public:
   // renew_interval / 8 (at least 100 ms), so that one more attempt on a new connection (server selection
   // included) fits before it: left - reserve. When less than 2 * reserve is left this is the last
   // attempt: it gets left + kill_grace + 500 ms (its reply then does not count, but a slow server is
-  // given the time there is while the heartbeat still ends soon after the job is stopped).
+  // given the time there is while the heartbeat still ends soon after the job is stopped). The abandoned
+  // request may land later: it is an unknown renewal (unknown()), safe by the rule above and
+  // Locker::renew's stamps (ARCHITECTURE.md, "An abandoned renewal").
   [[nodiscard]] Millis call_bound(Millis left) const;
   // The reserve call_bound() keeps for the next attempt.
   [[nodiscard]] Millis retry_reserve() const;
