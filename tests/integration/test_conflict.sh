@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A held lock: a second acquire is refused (75, -E, -q); a release by a non-holder is refused (65) and
-# the lock survives; double release and release of a lock never taken are refused (65).
+# the lock survives; double release and release of a lock never taken are refused (65; 66 by the token of
+# the lock just released: not held any more, issue 27).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 HOLDER="$HOST:4242" # a holder identity other than any caller here
