@@ -380,12 +380,13 @@ void define_global(Cli& c) {
                  "(~/.config/mongolock/config) and /etc/mongolock.conf)")
       ->configurable(false)
       ->type_name("PATH");
-  app.footer("Precedence: command line > MONGOLOCK_* environment > config file > default.\n"
-             "URI: --uri or --uri-file > MONGOLOCK_URI or MONGOLOCK_URI_FILE > uri or uri-file in the config file\n"
-             "(both in one place is an error). '--' ends the options; for run it starts the command.\n"
-             "Exit codes: 0 ok, 1 status: free, 0-3 check: OK/WARNING/CRITICAL/UNKNOWN, 64 usage, 65 not the holder,\n"
-             "69 MongoDB unavailable, 70 internal, 75 held (-E), 76 lease lost, 124 timeout, 126 cannot execute,\n"
-             "127 not found, 128+N run or --wait ended by signal N. See mongolock(1).");
+  app.footer(
+      "Precedence: command line > MONGOLOCK_* environment > config file > default.\n"
+      "URI: --uri or --uri-file > MONGOLOCK_URI or MONGOLOCK_URI_FILE > uri or uri-file in the config file\n"
+      "(both in one place is an error). '--' ends the options; for run it starts the command.\n"
+      "Exit codes: 0 ok, 1 status: free, 0-3 check: OK/WARNING/CRITICAL/UNKNOWN, 64 usage, 65 not the holder,\n"
+      "66 not held any more by --token, 69 MongoDB unavailable, 70 internal, 75 held (-E), 76 lease lost,\n"
+      "124 timeout, 126 cannot execute, 127 not found, 128+N run or --wait ended by signal N. See mongolock(1).");
   app.add_option("--uri", c.uri_text, "MongoDB connection string (MONGOLOCK_URI; default mongodb://127.0.0.1:27017)")
       ->type_name("URI");
   app.add_option("--uri-file", c.uri_file_text,

@@ -100,23 +100,25 @@ bool waiters_queued(Locker& locker, const std::string& name, const Log& log) {
 
 constexpr std::string_view k_given_token = "the given token"; // refuse_not_holder()'s as_whom with --token
 
-// Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65.
+// Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65 when another holder holds
+// it (or, without --token, nobody does); 66 when the given token's lock is not held any more (released, or
+// expired) and no other holder holds the name: a retry after a release whose reply was lost (issue 27).
 [[noreturn]] void refuse_not_holder(Locker& locker, const std::string& name, const std::string& as_whom,
                                     std::string_view what) {
   const auto holders = locker.holders(name);
-  if (holders.empty() && as_whom == k_given_token) {
-    // A release (or renew) by token of a lock that is gone: e.g. a retry after a release whose reply was
-    // lost (issue 27). Nobody holds it, which is not the same as another holder holding it.
-    throw Error(k_exit_not_holder, fmt::format("lock '{}' is not held any more by the given token (released, or "
+  const bool by_token = as_whom == k_given_token;
+  if (holders.empty() && by_token) {
+    throw Error(k_exit_token_gone, fmt::format("lock '{}' is not held any more by the given token (released, or "
                                                "expired) and nobody holds it; nothing was {}",
                                                name, what));
   }
   if (holders.empty()) throw Error(k_exit_not_holder, fmt::format("lock '{}' is not held; nothing was {}", name, what));
   if (holders.size() == 1 && holders.front().released_at) {
-    throw Error(k_exit_not_holder, fmt::format("lock '{}' was already released at {}; it is kept until {} for its "
-                                               "minimum hold; nothing was {}",
-                                               name, format_time(*holders.front().released_at),
-                                               format_time(holders.front().expires_at), what));
+    throw Error(by_token ? k_exit_token_gone : k_exit_not_holder,
+                fmt::format("lock '{}' was already released at {}; it is kept until {} for its minimum hold; nothing "
+                            "was {}",
+                            name, format_time(*holders.front().released_at), format_time(holders.front().expires_at),
+                            what));
   }
   throw Error(k_exit_not_holder,
               fmt::format("lock '{}' is {}, not by {}; nothing was {} (name the holder with --token or --process)",
@@ -211,9 +213,11 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
     const auto holders = locker.holders(options.name);
     const auto now = store.clock().now();
     if (holders.size() == 1 && holders.front().expires_at <= now && !holders.front().released_at) {
-      throw Error(k_exit_not_holder, fmt::format("lock '{}' expired {} ago; nothing was renewed (an expired lock "
-                                                 "cannot be renewed: acquire it again)",
-                                                 options.name, format_duration(now - holders.front().expires_at)));
+      // Expired: by --token, that token's lock is not held any more (66); by identity, 65 as before.
+      throw Error(options.token ? k_exit_token_gone : k_exit_not_holder,
+                  fmt::format("lock '{}' expired {} ago; nothing was renewed (an expired lock "
+                              "cannot be renewed: acquire it again)",
+                              options.name, format_duration(now - holders.front().expires_at)));
     }
     refuse_not_holder(locker, options.name, options.token ? std::string(k_given_token) : *which.process, "renewed");
   }

@@ -116,11 +116,12 @@ struct BreakOptions {
 int acquire_command(const GlobalOptions& global, const AcquireOptions& options, Log& log);
 
 // mongolock release: removes exactly one lock document (or, within its minimum hold, marks it released).
-// 0, or 65 when nothing was released.
+// 0, or 65 when nothing was released (another holder holds it, or without --token nobody does); 66 with --token
+// when that token's lock is not held any more (released, or expired) and nobody else holds the name.
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log);
 
 // mongolock renew: extends a live lock to now + ttl (default: the lock's own TTL). 0, or 65 when not the holder (or
-// expired).
+// expired); with --token 66 when that token's lock is not held any more and nobody else holds the name.
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log);
 
 // mongolock run: holds the locks while the command runs. The command's exit code; conflict_exit_code when

@@ -9,8 +9,11 @@ enum ExitCode : int {
   k_exit_ok = 0,               // success
   k_exit_not_held = 1,         // status: the lock is free
   k_exit_usage = 64,           // bad option, name, duration, URI or missing command (EX_USAGE)
-  k_exit_not_holder = 65,      // release/renew refused: not the holder, nothing changed (EX_DATAERR); also a
-                               // lock no longer held by the given --token (released or expired)
+  k_exit_not_holder = 65,      // release/renew refused: held by another holder, or (without --token) not held;
+                               // nothing changed (EX_DATAERR)
+  k_exit_token_gone = 66,      // release/renew --token refused: the lock of that token is not held any more
+                               // (released, or expired) and no other holder holds the name; nothing changed
+                               // (issue 27: a retry after a release whose reply was lost)
   k_exit_unavailable = 69,     // MongoDB unavailable: connection, server selection (no primary), auth, server
                                // error; or a write whose outcome is unknown (the message says what to check)
   k_exit_internal = 70,        // internal error (EX_SOFTWARE)

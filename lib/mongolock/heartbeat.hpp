@@ -22,9 +22,11 @@ namespace mongolock {
 // renew_deadline after the send time of its last successful renewal; it never sends a renewal past that
 // deadline, and it accepts a reply only if it arrived before that deadline (by then the job is being
 // stopped, and a later reply may describe a write the server applied after another holder had taken over).
-// Every renewal is bounded by the deadline (plus the kill grace + 0.5s for the command), on the run's
-// connection while it answers and on a new one after a failure, so the heartbeat never outlives the job by
-// much, and a failed server is tried again at once.
+// Every renewal call is bounded by LeaseBook::call_bound (abandoned in time for one more attempt before the
+// deadline; the last attempt gets the deadline plus the kill grace + 0.5s), on the run's connection while
+// it answers and on a new one after a failure, so the heartbeat never outlives the job by much, and a
+// failed or silent server is tried again at once (issue 27). An abandoned renewal pins the lease as any
+// renewal whose outcome is unknown; a late landing of it cannot shorten the lease (ARCHITECTURE.md).
 // The lease decisions (deadline, next renewal, a renewal whose outcome is unknown pinning the lease) are
 // LeaseBook's; this class sends the renewals and feeds it their outcomes.
 // After each successful renewal of all locks, `renewed` gets the new deadline (the guardian's watchdog).

@@ -42,6 +42,14 @@ Millis LeaseBook::server_bound(Millis total) const {
   return std::min(std::max(m_timing.renew_interval / 4, Millis(1000)), std::max(total, Millis(1)));
 }
 
+Millis LeaseBook::retry_reserve() const { return std::max(m_timing.renew_interval / 8, Millis(100)); }
+
+Millis LeaseBook::call_bound(Millis left) const {
+  const auto reserve = retry_reserve();
+  if (left >= 2 * reserve) return left - reserve;
+  return std::max(left, Millis(0)) + m_timing.kill_grace + Millis(500);
+}
+
 LeaseBook::Confirmed LeaseBook::confirmed(std::size_t i, LocalTime sent, LocalTime received) {
   auto& lock = m_locks[i];
   lock.confirmed = std::max(lock.confirmed, sent);

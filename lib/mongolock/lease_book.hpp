@@ -49,6 +49,18 @@ public:
   // interval, at least 1 s (a healthy server answers in milliseconds), at most `total` (at least 1 ms).
   [[nodiscard]] Millis server_bound(Millis total) const;
 
+  // How long a renewal call sent `left` before its lock's deadline may take (issue 27): a call that
+  // hangs (a primary gone silent, no reset) is abandoned `reserve` before the deadline, reserve =
+  // renew_interval / 8 (at least 100 ms), so that one more attempt on a new connection (server selection
+  // included) fits before it: left - reserve. When less than 2 * reserve is left this is the last
+  // attempt: it gets left + kill_grace + 500 ms (its reply then does not count, but a slow server is
+  // given the time there is while the heartbeat still ends soon after the job is stopped). The abandoned
+  // request may land later: it is an unknown renewal (unknown()), safe by the rule above and
+  // Locker::renew's stamps (ARCHITECTURE.md, "An abandoned renewal").
+  [[nodiscard]] Millis call_bound(Millis left) const;
+  // The reserve call_bound() keeps for the next attempt.
+  [[nodiscard]] Millis retry_reserve() const;
+
   // Lock i's renewal sent at `sent` was confirmed at `received` (before its deadline: the caller checks).
   Confirmed confirmed(std::size_t i, LocalTime sent, LocalTime received);
   // Lock i's renewal sent at `sent`, bounded on the server by `bound`, has an unknown outcome: pins lock i.

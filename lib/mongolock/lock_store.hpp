@@ -41,6 +41,9 @@ struct LockRecord {
   LocalTime sent{};                        // not stored: the local time (LeaseClock) at which this holder sent
                                            // the insert or its last successful renewal; the lease's renew
                                            // deadline counts from it
+  ServerTime stamp_sent{};                 // not stored: the latest renewed_at this holder has sent, answered
+                                           // or not; the next renewal's is later (Locker::renew), so a copy
+                                           // of an earlier one that lands after it matches nothing (issue 27)
   std::string boot_id;                     // [boot_id] run: the holder host's boot id (liveness.hpp); "" otherwise
   std::string pid_ns;                      // [pid_ns] run: the holder's PID namespace, e.g. "pid:[4026531836]"
   std::optional<std::int64_t> pid_start;   // [pid_start] run: when mongolock's process started (clock ticks

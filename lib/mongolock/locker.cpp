@@ -320,9 +320,13 @@ std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl, b
 }
 
 bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
-  // From the latest the server's clock can read, and after the last renewal's stamp (a new handshake may
-  // have moved the estimate back): renewed_at only grows.
-  const auto server_sent = std::max(m_store.clock().latest(sent), lock.renewed_at + Millis(1));
+  // From the latest the server's clock can read, and after every earlier renewal's stamp, confirmed or
+  // not (a new handshake may have moved the estimate back): renewed_at grows in send order, so an earlier
+  // renewal whose outcome was unknown matches nothing once a later one has been applied (renewed_before),
+  // however late it lands (issue 27: the renewal call bound abandons hung calls).
+  const auto server_sent =
+      std::max(m_store.clock().latest(sent), std::max(lock.renewed_at, lock.stamp_sent) + Millis(1));
+  lock.stamp_sent = server_sent;
   const auto expires = server_sent + ttl;
   // renewed_before: a renewal that reaches the server after a newer one (a retried call whose first copy
   // was still on its way) matches nothing, so it cannot move the expiry back. not_released: nor can one that

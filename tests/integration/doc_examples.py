@@ -23,6 +23,7 @@
         --help names $XDG_CONFIG_HOME and check's exit codes. One line per problem; exit 1 if any.
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -180,6 +181,25 @@ def crontab_problems(readme):
     return problems
 
 
+def exit_code_problems(man, readme, help_text):
+    """Every exit code of lib/mongolock/exit_codes.hpp (the one header) is in the man page's EXIT STATUS,
+    the README's exit table and --help (issue 27: 66 was added)."""
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../lib/mongolock/exit_codes.hpp")
+    codes = sorted({int(c) for c in re.findall(r"k_exit_\w+ = (\d+),", open(header, encoding="utf-8").read())})
+    if not codes:
+        return [f"{header}: no exit codes found"]
+    status = man.split(".SH EXIT STATUS", 1)[-1].split(".SH ", 1)[0]
+    problems = []
+    for code in codes:
+        if not re.search(rf"^\.TP[^\n]*\n{code}\n", status, re.M):
+            problems.append(f"man page: EXIT STATUS lacks {code} (lib/mongolock/exit_codes.hpp)")
+        if not re.search(rf"^\| {code} \|", readme, re.M):
+            problems.append(f"README: the exit table lacks {code} (lib/mongolock/exit_codes.hpp)")
+        if not re.search(rf"\b{code} ", help_text.split("Exit codes:", 1)[-1]):
+            problems.append(f"--help: the exit codes lack {code} (lib/mongolock/exit_codes.hpp)")
+    return problems
+
+
 def facts(binary, readme_path, manpage, examples_dir, status_json, history_json, doctor_txt):
     import glob
     man = plain_man(open(manpage, encoding="utf-8").read())
@@ -201,6 +221,7 @@ def facts(binary, readme_path, manpage, examples_dir, status_json, history_json,
         problems.append("--help: the --config search does not name $XDG_CONFIG_HOME")
     if not re.search(r"0-3 check", help_text) or "128+N" not in help_text:
         problems.append("--help: the exit codes lack check's 0-3 or 128+N")
+    problems += exit_code_problems(man, readme, help_text)
     for p in problems:
         print(p)
     return 1 if problems else 0

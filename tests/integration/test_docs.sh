@@ -18,7 +18,7 @@ options_and_variables_exist() {
 
 # Issue 29: what the documents say about the binary's output and options is what the binary does
 # (doc_examples.py facts: SYNOPSIS, the status --json example, the history --json summary, doctor's
-# lines, one URI file path, one fencing rule, a crontab to paste, --help).
+# lines, one URI file path, one fencing rule, a crontab to paste, --help, every exit code of exit_codes.hpp).
 docs_match_the_binary() {
   local name
   name=$(lock_name docs)
@@ -38,7 +38,7 @@ docs_match_the_binary() {
   sed 's/fence <= \$f/fence < $f/; s|^MONGOLOCK_URI_FILE=/etc/mongolock/uri|MONGOLOCK_URI_FILE=/etc/mongolock.uri|
        s/^\[\\fB\\-\\-no\\-push\\fR\] //; s/"skips": {/"skipz": {/; s/not_due\\fR, \\fBreplaced\\fR/not_due\\fR/' \
     "$REPO_ROOT/man/mongolock.1" >"$T/man.1"
-  sed '0,/\/usr\/bin\/mongolock -q run/s//mongolock run/' "$REPO_ROOT/README.md" >"$T/README.md"
+  sed '0,/\/usr\/bin\/mongolock -q run/s//mongolock run/; /^| 66 |/d' "$REPO_ROOT/README.md" >"$T/README.md"
   expect_exit 1 -- python3 "$DOCS_PY" facts "$MONGOLOCK_BIN" "$T/README.md" "$T/man.1" "${args[@]}"
   assert_contains "$OUT" "refuses the holder's own token again"
   assert_contains "$OUT" "not /etc/mongolock.uri"
@@ -47,6 +47,7 @@ docs_match_the_binary() {
   assert_contains "$OUT" "field list lacks 'replaced'"
   assert_contains "$OUT" "the first crontab has no -q"
   assert_contains "$OUT" "without its path"
+  assert_contains "$OUT" "README: the exit table lacks 66"
   # doctor's lines in another order than the man page's.
   sed '1{h;d};2{G}' "$T/doctor.txt" >"$T/doctor-swapped.txt"
   args[3]=$T/doctor-swapped.txt

@@ -40,10 +40,36 @@ replica_set_discovered() {
   expect_exit 0 -- ml --uri "$FP_URI" run "$name" -- true
 }
 
-# A silent failover at a renewal (the primary stops answering, no reset; a new one answers 4 s later): the
-# hung renewal call outlives the renew deadline (man LIMITS), so the lease is lost; the job is stopped
-# before the lease can end (a contender on another host never overlaps it), mongolock exits 76, and no
-# "retrying" is printed after "lost".
+# Default TTL (30 s: renew every 10 s, deadline 20 s): the primary stops answering (no reset) when the
+# first renewal is sent, and the new primary answers 8 s later. The hung renewal is abandoned in time for
+# another attempt on a new connection, which succeeds: the job runs on (exit 0) and never overlaps a
+# contender's. Without the renewal call bound (main before issue 27's second round) the hung call outlived
+# the renew deadline: exit 76.
+silent_failover_default_ttl() {
+  local name a
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  start_holder a "$FP_URI" "$name" 24
+  a=$HOLDER_PID
+  wait_acquired a
+  if unshare --uts true 2>/dev/null; then start_contender b "$name" 1; fi
+  proxy blackout 8000 findAndModify:update
+  expect_exit_code 0 "$a" a 60
+  rule_fired "blackout: [0-9]+ open connection\(s\) silent for good, new ones answered in 8000 ms"
+  assert_matches "$T/a.err" "lease renewal of '$name' failed, retrying"
+  (($(renewals a) >= 2)) || fail_with "no renewal after the failover" stderr "$T/a.err"
+  assert_not_matches "$T/a.err" "lease (lost|.*renew deadline)"
+  if [[ -n ${CONTENDER_PID:-} ]]; then
+    expect_exit_code 0 "$CONTENDER_PID" b 60
+    check_holders
+  fi
+  result "silent failover of 8 s at a renewal (default ttl 30s): exit a=0, $(renewals a) renewals"
+}
+
+# A silent failover longer than the TTL's margin (--ttl 6s: about 1.9 s, man LIMITS; here 4 s): the lease
+# is lost, the job is stopped before the lease can end (a contender on another host never overlaps it),
+# mongolock exits 76, and no "retrying" is printed after "lost".
 silent_failover_too_long() {
   local name a
   need_other_host
@@ -148,7 +174,8 @@ release_reply_never_comes() {
 }
 
 # A release whose delete was applied but whose connection closed before the reply (retryWrites=false:
-# no retry): 69, "outcome unknown"; the retry by token: 65, "not held any more", not "held by another".
+# no retry): 69, "outcome unknown"; the retry by token: 66, "not held any more", not 65 "held by another";
+# a renew by that token likewise; once another holder has the name, the token's retry is 65 naming it.
 release_reply_lost() {
   local name token
   name=$(lock_name)
@@ -163,8 +190,14 @@ release_reply_lost() {
   assert_contains "$ERR" "check with 'mongolock status $name' whether it is still held"
   rule_fired "findAndModify on .*: close-after"
   assert_free "$name"
-  expect_exit 65 -- ml --uri "$FP_URI" release "$name" --token "$token"
+  expect_exit 66 -- ml --uri "$FP_URI" release "$name" --token "$token"
   assert_error_line "lock '$name' is not held any more by the given token (released, or expired)"
+  expect_exit 66 -- ml --uri "$FP_URI" renew "$name" --token "$token"
+  assert_error_line "lock '$name' is not held any more by the given token (released, or expired)"
+  expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name" --process "$HOST:2"
+  expect_exit 65 -- ml --uri "$FP_URI" release "$name" --token "$token"
+  assert_error_line "lock '$name' is held by $HOST:2"
+  expect_exit 0 -- ml --uri "$SERVER_URI" release "$name" --process "$HOST:2"
 }
 
 # A release answered with a writeConcernError (64: not retried): applied, but not confirmed by a majority:
@@ -180,7 +213,7 @@ release_write_concern_error() {
   expect_exit 69 -- ml --uri "$FP_URI" release "$name" --token "$token"
   assert_error_line "outcome unknown, the server may have applied it"
   assert_free "$name"
-  expect_exit 65 -- ml --uri "$FP_URI" release "$name" --token "$token"
+  expect_exit 66 -- ml --uri "$FP_URI" release "$name" --token "$token"
   assert_error_line "is not held any more by the given token"
 }
 
@@ -299,12 +332,13 @@ queue_ticket_errors() {
 }
 
 run_case "failproxy presents the server as replica set rs0: acquire, status, release, run" replica_set_discovered
-run_case "silent failover at a renewal: the lease is lost, job stopped in time, 76, no overlap" silent_failover_too_long
+run_case "silent failover of 8 s at a renewal, default TTL: the job runs on" silent_failover_default_ttl
+run_case "silent failover longer than the TTL's margin: job stopped in time, 76, no overlap" silent_failover_too_long
 run_case "election errors on renewals: each retried on a new connection, the job runs on" renewal_election_errors
 run_case "no primary: acquire waits for one within --connect-timeout, else 'no primary'" no_primary
 run_case "renew command: reply lost 69 outcome unknown; election errors 69 not applied" renew_command_faults
 run_case "release whose reply never comes: 69 outcome unknown within the operation timeout" release_reply_never_comes
-run_case "release, reply lost: 69 outcome unknown; the retry by token: not held any more" release_reply_lost
+run_case "release, reply lost: 69 outcome unknown; the retry by token: 66 not held any more" release_reply_lost
 run_case "release with a writeConcernError: 69 outcome unknown" release_write_concern_error
 run_case "release refused by an election error: 69, not applied, still held" release_election_error
 run_case "acquire, reply lost, the driver's retry: the lock is ours" acquire_reply_lost_retried

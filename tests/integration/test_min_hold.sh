@@ -48,7 +48,7 @@ double_release_refused() {
   expect_exit 65 -- ml release "$name" --process "$HOLDER"
   assert_error_line "lock '$name' was already released at"
   assert_contains "$ERR" "nothing was released"
-  expect_exit 65 -- ml release "$name" --token "$(cat "$T/token")"
+  expect_exit 66 -- ml release "$name" --token "$(cat "$T/token")"
   assert_error_line "already released"
   expect_exit 0 -- ml status "$name"
   assert_contains "$OUT" "state: released"

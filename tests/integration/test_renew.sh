@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # renew: extends a lock taken with acquire to now + TTL (--ttl respected, default the lock's own), by the calling
 # shell, --token or --process, semaphore slots included; a wrong token or holder, an expired lock, a lock
-# never taken and a lock released within its minimum hold are refused with 65 and nothing changes.
+# never taken and a lock released within its minimum hold are refused with 65 (66 by --token: not held any
+# more) and nothing changes.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 HOLDER="$HOST:4242" # a holder identity other than any caller here
@@ -128,7 +129,8 @@ expired_refused() {
   ml acquire "$name" --ttl 1s >"$T/token"
   token=$(cat "$T/token")
   wait_until 10 is_free "$name"
-  expect_exit 65 -- ml renew "$name" --token "$token" --ttl 1h
+  # By its token: not held any more (66, issue 27); by the caller's identity: 65 as before.
+  expect_exit 66 -- ml renew "$name" --token "$token" --ttl 1h
   assert_error_line "nothing was renewed"
   assert_contains "$ERR" "expired"
   expect_exit 65 -- ml renew "$name" --ttl 1h
@@ -146,8 +148,8 @@ never_taken_refused() {
   name=$(lock_name)
   expect_exit 65 -- ml renew "$name"
   assert_error_line "lock '$name' is not held; nothing was renewed"
-  expect_exit 65 -- ml renew "$name" --token 0123456789abcdef0123456789abcdef
-  assert_error_line "is not held"
+  expect_exit 66 -- ml renew "$name" --token 0123456789abcdef0123456789abcdef
+  assert_error_line "is not held any more by the given token (released, or expired) and nobody holds it"
   assert_free "$name"
 }
 
@@ -157,7 +159,7 @@ released_in_min_hold_refused() {
   name=$(lock_name)
   token=$(ml acquire "$name" --min-hold 1m)
   expect_exit 0 -- ml release "$name" --token "$token"
-  expect_exit 65 -- ml renew "$name" --token "$token" --ttl 1h
+  expect_exit 66 -- ml renew "$name" --token "$token" --ttl 1h
   assert_error_line "already released"
   expect_exit 0 -- ml status "$name"
   assert_contains "$OUT" "state: released"

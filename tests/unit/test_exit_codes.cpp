@@ -18,6 +18,7 @@ TEST_CASE("Exit codes have the documented values") {
   CHECK(k_exit_not_held == 1);
   CHECK(k_exit_usage == 64);
   CHECK(k_exit_not_holder == 65);
+  CHECK(k_exit_token_gone == 66);
   CHECK(k_exit_unavailable == 69);
   CHECK(k_exit_internal == 70);
   CHECK(k_exit_held == 75);
@@ -29,8 +30,8 @@ TEST_CASE("Exit codes have the documented values") {
 
 TEST_CASE("Exit codes fit in an exit status and do not collide with signal statuses") {
   for (const int code :
-       {k_exit_ok, k_exit_not_held, k_exit_usage, k_exit_not_holder, k_exit_unavailable, k_exit_internal, k_exit_held,
-        k_exit_lease_lost, k_exit_timeout, k_exit_cannot_execute, k_exit_not_found}) {
+       {k_exit_ok, k_exit_not_held, k_exit_usage, k_exit_not_holder, k_exit_token_gone, k_exit_unavailable,
+        k_exit_internal, k_exit_held, k_exit_lease_lost, k_exit_timeout, k_exit_cannot_execute, k_exit_not_found}) {
     CAPTURE(code);
     CHECK(code >= 0);
     CHECK(code <= 127);

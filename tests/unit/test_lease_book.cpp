@@ -96,3 +96,23 @@ TEST_CASE("LeaseBook: the server bound is a quarter of the renew interval, at le
   LeaseBook slow({at(0ms)}, LeaseTiming{Millis(60000), Millis(20000), Millis(40000), Millis(5000)});
   CHECK(slow.server_bound(Millis(60000)) == Millis(5000));
 }
+
+TEST_CASE("LeaseBook: a renewal call is abandoned in time for one more attempt before the deadline") {
+  // Renew interval 2 s: the reserve for the next attempt is 250 ms.
+  LeaseBook book({at(0ms)}, timing);
+  CHECK(book.retry_reserve() == Millis(250));
+  // Sent at the renewal time, 4 s before the deadline: abandoned 250 ms before it.
+  CHECK(book.call_bound(Millis(4000)) == Millis(3750));
+  CHECK(book.call_bound(Millis(500)) == Millis(250));
+  // Less than two reserves left: the last attempt gets the time left + kill grace + 500 ms.
+  CHECK(book.call_bound(Millis(499)) == Millis(499 + 3000 + 500));
+  CHECK(book.call_bound(Millis(0)) == Millis(3500));
+  // The default TTL 30 s (interval 10 s, deadline 20 s, kill grace 5 s): a renewal sent at 10 s is
+  // abandoned at 18.75 s, and the retry sent then still has 1.25 s (issue 27: it hung until 25.5 s).
+  LeaseBook deflt({at(0ms)}, LeaseTiming{Millis(30000), Millis(10000), Millis(20000), Millis(5000)});
+  CHECK(deflt.call_bound(Millis(10000)) == Millis(8750));
+  CHECK(deflt.call_bound(Millis(1250)) == Millis(1250 + 5000 + 500));
+  // A tiny interval: the reserve is at least 100 ms.
+  LeaseBook tiny({at(0ms)}, LeaseTiming{Millis(1000), Millis(300), Millis(600), Millis(200)});
+  CHECK(tiny.retry_reserve() == Millis(100));
+}

@@ -2,6 +2,7 @@
 // what each flow writes, and which writes a second client can undo.
 #include <doctest/doctest.h>
 
+#include <mongolock/error.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/memory_store.hpp>
 
@@ -161,6 +162,27 @@ TEST_CASE("A late copy of an older renewal matches nothing: the expiry never mov
     CHECK_FALSE(holder.renew(stale, 30s, first_sent)); // the first copy arrives now
     CHECK(store.documents().at("job").expires_at == expiry);
   }
+}
+
+TEST_CASE("A renewal's stamp follows every earlier one sent, answered or not: a late failed one matches nothing") {
+  // Issue 27: a renewal whose outcome is unknown (an error while it was on its way, or abandoned for time)
+  // may land after the retry; the retry's clock estimate may be earlier (a new handshake). Its renewed_at
+  // must still be later than the first's, or the late first copy matches and writes its expiry.
+  MemoryStore store(WriteSemantics::ferretdb_v1);
+  Locker holder(store, quiet);
+  auto lock = holder.try_acquire(request("job", "a:1"));
+  REQUIRE(lock);
+  const auto first_sent = LeaseClock::now() + 2s;
+  const auto first_stamp = store.clock().latest(first_sent);
+  store.between = [] { throw Error(k_exit_unavailable, "connection reset (the request is still on its way)"); };
+  CHECK_THROWS_AS((void)holder.renew(*lock, 30s, first_sent), Error);
+  REQUIRE(holder.renew(*lock, 30s, first_sent - 1s)); // the retry, on an estimate 1 s earlier
+  CHECK(lock->renewed_at > first_stamp);
+  const auto expiry = store.documents().at("job").expires_at;
+  const LockSelector first{
+      .program = "job", .id = lock->id, .token = lock->token, .renewed_before = first_stamp, .not_released = true};
+  CHECK(store.renew(first, first_stamp + 30s, first_stamp, 30s) == 0); // the first copy lands now
+  CHECK(store.documents().at("job").expires_at == expiry);
 }
 
 TEST_CASE("A heartbeat renewal that lands after a release into the minimum hold does not move its expiry back") {
