@@ -14,6 +14,7 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py set NAME FIELD VALUE  set a string field of NAME's lock document to VALUE's bytes as given
                         (also invalid UTF-8): what another client could store; FIELD:int, FIELD:double
                         and FIELD:doc store VALUE as an int64, a double or the document {x: VALUE}
+    mongo.py unset NAME FIELD...  remove these fields from NAME's lock document (an older version's)
     mongo.py runs [NAME]  the run history (collection <collection>_runs), of NAME or of every name, as one
                         JSON array, newest first (dates as epoch milliseconds)
     mongo.py insert-run KEY=VALUE...  insert a run document: KEY=text (its bytes as given, also invalid
@@ -207,6 +208,12 @@ def main():
             value = RawStr(sys.argv[4].encode("utf-8", "surrogateescape"))
         reply = command({"update": coll, "updates": [{"q": {"program": sys.argv[2]},
                                                        "u": {"$set": {field: value}}}], "$db": db})
+        if reply.get("ok") != 1.0 or reply.get("n") != 1:
+            die(f"update failed: {reply}")
+    elif what == "unset" and len(sys.argv) >= 4:
+        # unset PROGRAM FIELD...: a document without these fields (an older version's, or another client's)
+        reply = command({"update": coll, "updates": [{"q": {"program": sys.argv[2]},
+                                                       "u": {"$unset": {f: "" for f in sys.argv[3:]}}}], "$db": db})
         if reply.get("ok") != 1.0 or reply.get("n") != 1:
             die(f"update failed: {reply}")
     elif what == "runs" and len(sys.argv) in (2, 3):
