@@ -216,16 +216,16 @@ same_name_and_pid_containers() {
   wait_until 10 grep -q "^acquire 0$" "$T/a.rc"
   read_doc "$NAME"
   assert_eq "$(doc_field process)" "vm:1" "the holder (PID 1 of its container)"
-  [[ -n $(doc_field boot_id) && -n $(doc_field pid_ns) && -n $(doc_field pid_start) ]] ||
-    fail "acquire did not record where its caller runs: $(tr '\n' ' ' <"$T/doc")"
-  local ns
-  ns=$(doc_field pid_ns)
-  [[ $ns != "$(readlink /proc/self/ns/pid)" ]] || fail "the container's PID namespace is this host's"
   # Container b: the same "vm:1", another PID namespace.
   expect_exit 0 -- "${in_container[@]}" '"$MONGOLOCK_BIN" release "$NAME"; echo "release $?" >>"$T/b.rc"
     "$MONGOLOCK_BIN" renew "$NAME"; echo "renew $?" >>"$T/b.rc"
     "$MONGOLOCK_BIN" acquire "$NAME"; echo "acquire $?" >>"$T/b.rc"' b
   assert_eq "$(tr '\n' ' ' <"$T/b.rc")" "release 65 renew 65 acquire 75 end 0 " "the other container's commands"
+  [[ -n $(doc_field boot_id) && -n $(doc_field pid_ns) && -n $(doc_field pid_start) ]] ||
+    fail "acquire did not record where its caller runs: $(tr '\n' ' ' <"$T/doc")"
+  local ns
+  ns=$(doc_field pid_ns)
+  [[ $ns != "$(readlink /proc/self/ns/pid)" ]] || fail "the container's PID namespace is this host's"
   assert_contains "$ERR" "lock '$NAME' is held by vm:1 (pid ns ${ns//[^0-9]/})"
   assert_not_contains "$ERR" "own identity"
   read_doc "$NAME"
