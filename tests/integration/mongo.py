@@ -8,6 +8,7 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py now        the server's clock (hello's localTime), epoch milliseconds
     mongo.py tickets NAME  the queue tickets of NAME (collection <collection>_queue), one
                         "seq process" line each, in seq order; expired ones too
+    mongo.py ticket-expiries NAME  one "process expires_at" line per ticket of NAME (epoch ms), in seq order
     mongo.py insert-ticket NAME SEQ PROCESS SECONDS  insert a queue ticket of NAME with that seq and holder,
                         live for SECONDS from the server's clock: a waiter (or, seq < 0, a waiting
                         replacing run) as another client would have queued it
@@ -187,6 +188,14 @@ def main():
             die(f"find failed: {reply}")
         for doc in reply["cursor"]["firstBatch"]:
             print(f"{doc['seq']} {doc['process']}")
+    elif what == "ticket-expiries" and len(sys.argv) == 3:
+        reply = command({"find": coll + "_queue", "filter": {"name": sys.argv[2]}, "sort": {"seq": 1},
+                         "batchSize": 100000, "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        for doc in reply["cursor"]["firstBatch"]:
+            exp = doc["expires_at"]
+            print(f"{doc['process']} {exp.ms if isinstance(exp, Date) else exp}")
     elif what == "insert-ticket" and len(sys.argv) == 6:
         now = command({"hello": 1, "$db": "admin"})["localTime"]
         now = now.ms if isinstance(now, Date) else int(now)
