@@ -129,16 +129,8 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
       acquired = true;
       break;
     }
-    if (current && same_caller(*current, request) && !m_own_warned && !own_orphan(request, *current)) {
-      // The same holder identity: an earlier acquire of this caller (a lock is not reentrant), maybe one
-      // whose reply was lost and whose clean-up failed (issue 27); say how to free it.
-      m_own_warned = true;
-      m_log.warning(fmt::format("lock '{}' is held by this caller's own identity {} (an earlier acquire, maybe one "
-                                "whose reply was lost); 'mongolock release {}' from the same shell releases it",
-                                lock.program, request.process, request.name));
-    }
     if (current) {
-      const auto purged = own_orphan(request, *current) ? take_own_orphan(*current) : purge_stale(request, *current);
+      const auto purged = free_held(request, *current);
       if (!purged) {
         if (seen != nullptr && !expired_past_grace(*current, request)) seen->push_back(*current);
         continue; // held (or renewed or taken over meanwhile)
@@ -153,6 +145,19 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
 
   if (request.fence) assign_fence(request.name, lock);
   return lock;
+}
+
+std::optional<LockRecord> Locker::free_held(const AcquireRequest& request, const LockRecord& current) {
+  if (own_orphan(request, current)) return take_own_orphan(current);
+  if (same_caller(current, request) && !m_own_warned) {
+    // The same holder identity: an earlier acquire of this caller (a lock is not reentrant), maybe one
+    // whose reply was lost and whose clean-up failed (issue 27); say how to free it.
+    m_own_warned = true;
+    m_log.warning(fmt::format("lock '{}' is held by this caller's own identity {} (an earlier acquire, maybe one "
+                              "whose reply was lost); 'mongolock release {}' from the same shell releases it",
+                              current.program, request.process, request.name));
+  }
+  return purge_stale(request, current);
 }
 
 bool Locker::own_orphan(const AcquireRequest& request, const LockRecord& current) const {

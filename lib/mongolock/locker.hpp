@@ -182,6 +182,10 @@ private:
   // Returns the deleted document; nullopt when it stays
   // (live, or renewed or taken over meanwhile). Throws Error (69) on server errors.
   std::optional<LockRecord> purge_stale(const AcquireRequest& request, const LockRecord& current);
+  // A busy slot's document `current`: this caller's own orphan taken over (take_own_orphan()), else, after
+  // the warning that the caller's own identity holds it (once per Locker), purge_stale(). Returns the
+  // deleted document; nullopt when it stays. Throws Error (69) on server errors.
+  std::optional<LockRecord> free_held(const AcquireRequest& request, const LockRecord& current);
   // True when `current` is this caller's own orphan: its full identity (process, boot, PID namespace and
   // start, all recorded and equal) and an _id and token this Locker or request.own_orphan knows as an
   // insert whose reply was lost and whose clean-up failed. Sends nothing.
