@@ -83,7 +83,7 @@ void put_number(std::string& out, std::int64_t value) { put(out, std::to_string(
 
 // A run record's fields that the run prepared (OrphanRequest::runs).
 void put_run(std::string& out, const RunRecord& run) {
-  for (const auto* field : {&run.id, &run.name, &run.process, &run.host, &run.user})
+  for (const auto* field : {&run.id, &run.name, &run.process, &run.pid_ns, &run.host, &run.user})
     put(out, *field);
   put_number(out, static_cast<std::int64_t>(run.command.size()));
   for (const auto& arg : run.command)
@@ -116,7 +116,7 @@ std::optional<std::int64_t> optional_number(Fields& fields) {
 
 RunRecord next_run(Fields& fields, std::size_t left) {
   RunRecord run;
-  for (auto* field : {&run.id, &run.name, &run.process, &run.host, &run.user})
+  for (auto* field : {&run.id, &run.name, &run.process, &run.pid_ns, &run.host, &run.user})
     *field = fields.next();
   for (auto n = count(fields, left); n > 0; --n)
     run.command.push_back(fields.next());
