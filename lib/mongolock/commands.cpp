@@ -36,6 +36,14 @@ std::string caller_identity(const std::optional<std::string>& override_process) 
   return holder_identity(getppid());
 }
 
+// Where that holder runs (issue 26 item 7): the calling process's boot, PID namespace and start, recorded by
+// acquire and required by release and renew (lock_store.hpp place_matches()); none with --process, which
+// names a holder explicitly and matches by that name alone.
+std::optional<HolderPlace> caller_place(const std::optional<std::string>& override_process) {
+  if (override_process) return std::nullopt;
+  return process_place(getppid());
+}
+
 void validate_token(const std::optional<std::string>& token) {
   if (token && !is_valid_token(*token)) {
     throw usage_error(
@@ -52,7 +60,7 @@ std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
     // this host name) is not this host's process of that pid (issue 26 item 7): not known here.
     const bool elsewhere =
         (!lock.boot_id.empty() && lock.boot_id != here.boot_id) || (!lock.pid_ns.empty() && lock.pid_ns != here.pid_ns);
-    auto alive = elsewhere ? std::nullopt : holder_alive_here(lock.process);
+    auto alive = elsewhere ? std::nullopt : holder_alive_here(lock.process, lock.pid_start);
     out.push_back(LockView{std::move(lock), now, alive});
   }
   return out;
@@ -63,8 +71,14 @@ std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
 LockSelector holder_selector(const std::string& name, const std::optional<std::string>& token,
                              const std::optional<std::string>& process) {
   validate_token(token);
-  return LockSelector{
-      .program = name, .token = token, .process = token ? std::optional<std::string>() : caller_identity(process)};
+  if (token) return LockSelector{.program = name, .token = token};
+  return LockSelector{.program = name, .process = caller_identity(process), .place = caller_place(process)};
+}
+
+// Whether `lock` is the one `which` names by token or by holder (its process and place).
+bool named_by(const LockSelector& which, const LockRecord& lock) {
+  if (which.token) return lock.token == *which.token;
+  return which.process && lock.process == *which.process && (!which.place || place_matches(lock, *which.place));
 }
 
 // Runs `attempt` on the plain name; when that `matched` nothing, on the semaphore slot ("NAME#K") that
@@ -75,7 +89,7 @@ auto on_name_or_slot(Locker& locker, LockSelector& which, const Attempt& attempt
   if (matched(result)) return result;
   for (const auto& lock : locker.holders(which.program)) {
     if (lock.program == which.program) continue; // the plain name was tried already
-    if ((which.token && lock.token == *which.token) || (which.process && lock.process == *which.process)) {
+    if (named_by(which, lock)) {
       which.program = lock.program;
       return attempt(which);
     }
@@ -99,6 +113,13 @@ bool waiters_queued(Locker& locker, const std::string& name, const Log& log) {
 }
 
 constexpr std::string_view k_given_token = "the given token"; // refuse_not_holder()'s as_whom with --token
+
+// Who a release or renew was for, for refuse_not_holder(): the given token, or the holder as people read it
+// (holder_label(): "vm:1 (pid ns 4026532301)" where the caller is in a container's PID namespace).
+std::string caller_label(const LockSelector& which) {
+  if (which.token) return std::string(k_given_token);
+  return holder_label(which.process.value_or(""), which.place ? which.place->pid_ns : std::string());
+}
 
 // Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65 when another holder holds
 // it (or, without --token, nobody does); 66 when the given token's lock is not held any more (released, or
@@ -125,6 +146,28 @@ constexpr std::string_view k_given_token = "the given token"; // refuse_not_hold
                           name, locker.describe_holder(holders.front()), as_whom, what));
 }
 
+// acquire's request: the holder `process` at `place` (recorded in the document, none with --process), and
+// the hooks of its own orphans.
+AcquireRequest acquire_request(const GlobalOptions& global, const AcquireOptions& options, const std::string& process,
+                               const std::optional<HolderPlace>& place) {
+  auto request = make_request(global, options.take, options.name, process, options.ttl);
+  if (place) {
+    request.boot_id = place->boot_id;
+    request.pid_ns = place->pid_ns;
+    request.pid_start = place->pid_start;
+  }
+  if (place && place->pid_start) {
+    // The caller's own orphan, from an earlier acquire whose reply was lost (identity.hpp; issue 27 item 4).
+    request.orphaned = [caller = getppid(), start = *place->pid_start](const LockRecord& lock) {
+      note_own_orphan(caller, start, lock);
+    };
+    request.own_orphan = [caller = getppid(), start = *place->pid_start](const LockRecord& lock) {
+      return noted_own_orphan(caller, start, lock);
+    };
+  }
+  return request;
+}
+
 } // namespace
 
 int acquire_command(const GlobalOptions& global, const AcquireOptions& options, Log& log) {
@@ -132,6 +175,7 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   validate_ttl(options.ttl);
   validate_take(options.take);
   const auto process = caller_identity(options.process);
+  const auto place = caller_place(options.process);
   // With --wait, the signals run forwards (INT, TERM, HUP, QUIT, USR1, USR2) end the wait instead of
   // killing the process: its queue ticket is deleted (not left to expire) and the exit status is
   // 128 + the signal, as for a waiting run. Blocked from here on, so none is lost in between.
@@ -142,8 +186,9 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   auto wait = options.take.wait;
   AcquireOutcome outcome;
   if (splay_before_acquiring(options.take.splay, {options.name}, wait, log)) {
-    outcome = locker.acquire_all({make_request(global, options.take, options.name, process, options.ttl)},
-                                 WaitPolicy{.wait = wait, .push = options.take.push}, sleep_unless_signalled);
+    const auto request = acquire_request(global, options, process, place);
+    outcome =
+        locker.acquire_all({request}, WaitPolicy{.wait = wait, .push = options.take.push}, sleep_unless_signalled);
   }
   if (signals) {
     if (const auto signo = take_forwarded_signal(Millis(0))) {
@@ -184,7 +229,7 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
   case ReleaseOutcome::not_holder:
     break;
   }
-  refuse_not_holder(locker, options.name, options.token ? std::string(k_given_token) : *which.process, "released");
+  refuse_not_holder(locker, options.name, caller_label(which), "released");
 }
 
 // The TTL a renew without --ttl gives: the selected holder's own (its ttl_ms, on the name or a slot of it),
@@ -192,8 +237,7 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
 // (the renewal then matches nothing and says why).
 Millis own_ttl(Locker& locker, const LockSelector& which) {
   for (const auto& lock : locker.holders(which.program)) {
-    const bool same = (which.token && lock.token == *which.token) || (which.process && lock.process == *which.process);
-    if (same && lock.ttl > Millis(0)) return lock.ttl;
+    if (named_by(which, lock) && lock.ttl > Millis(0)) return lock.ttl;
   }
   return k_default_acquire_ttl;
 }
@@ -219,7 +263,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
                               "cannot be renewed: acquire it again)",
                               options.name, format_duration(now - holders.front().expires_at)));
     }
-    refuse_not_holder(locker, options.name, options.token ? std::string(k_given_token) : *which.process, "renewed");
+    refuse_not_holder(locker, options.name, caller_label(which), "renewed");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
   if (mark) log.debugf("marked lock '{}': waiters are queued, its release wakes them", which.program);

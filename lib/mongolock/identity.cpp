@@ -1,10 +1,16 @@
 #include <mongolock/identity.hpp>
+#include <mongolock/liveness.hpp>
 
 #include <fmt/format.h>
 
 #include <array>
+#include <cstdio>
+#include <dirent.h>
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace mongolock {
 
@@ -15,6 +21,80 @@ std::string host_name() {
 }
 
 std::string holder_identity(pid_t pid) { return fmt::format("{}:{}", host_name(), pid); }
+
+std::string holder_label(std::string_view process, std::string_view pid_ns) {
+  static const std::string own = [] {
+    std::array<char, 64> ns{};
+    const auto n = readlink("/proc/self/ns/pid", ns.data(), ns.size() - 1);
+    return n > 0 ? std::string(ns.data(), static_cast<std::size_t>(n)) : std::string();
+  }();
+  if (pid_ns.empty() || pid_ns == k_initial_pid_ns || pid_ns == own) return std::string(process);
+  // "pid:[INODE]" -> "INODE"; another form as it is.
+  auto inode = pid_ns;
+  if (inode.starts_with("pid:[") && inode.ends_with(']')) inode = inode.substr(5, inode.size() - 6);
+  return fmt::format("{} (pid ns {})", process, inode);
+}
+
+namespace {
+
+constexpr std::string_view k_orphan_prefix = "mongolock-orphan-";
+
+std::string orphan_note_path(pid_t caller, std::int64_t caller_start, std::string_view program) {
+  std::uint64_t hash = 14695981039346656037ULL; // FNV-1a
+  for (const unsigned char c : program)
+    hash = (hash ^ c) * 1099511628211ULL;
+  return fmt::format("/dev/shm/{}{}-{}-{}-{:016x}", k_orphan_prefix, geteuid(), caller, caller_start, hash);
+}
+
+// Removes this user's notes whose caller no longer runs (its pid gone, or now another process's).
+void sweep_orphan_notes() {
+  DIR* shm = opendir("/dev/shm");
+  if (shm == nullptr) return;
+  const auto mine = fmt::format("{}{}-", k_orphan_prefix, geteuid());
+  std::vector<std::string> stale;
+  while (const dirent* entry = readdir(shm)) {
+    const std::string_view name = entry->d_name;
+    int pid = 0;
+    long long start = 0;
+    if (!name.starts_with(mine) || std::sscanf(entry->d_name + mine.size(), "%d-%lld-", &pid, &start) != 2 ||
+        pid <= 0) {
+      continue;
+    }
+    if (process_start(pid) != start) stale.emplace_back(name);
+  }
+  closedir(shm);
+  for (const auto& name : stale)
+    unlink(("/dev/shm/" + name).c_str());
+}
+
+} // namespace
+
+void note_own_orphan(pid_t caller, std::int64_t caller_start, const LockRecord& lock) {
+  if (caller <= 0 || caller_start <= 0) return;
+  sweep_orphan_notes();
+  const auto path = orphan_note_path(caller, caller_start, lock.program);
+  unlink(path.c_str()); // an older note of this caller and name (a file of another user stays: O_EXCL fails)
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const auto text = fmt::format("{} {}\n", lock.id, lock.token);
+  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) unlink(path.c_str());
+  close(fd);
+}
+
+bool noted_own_orphan(pid_t caller, std::int64_t caller_start, const LockRecord& lock) {
+  if (caller <= 0 || caller_start <= 0) return false;
+  const auto path = orphan_note_path(caller, caller_start, lock.program);
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  std::array<char, 128> text{};
+  const bool trusted = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == geteuid() &&
+                       (st.st_mode & 0777) == 0600;
+  const auto n = trusted ? read(fd, text.data(), text.size() - 1) : -1;
+  close(fd);
+  return n > 0 &&
+         std::string_view(text.data(), static_cast<std::size_t>(n)) == fmt::format("{} {}\n", lock.id, lock.token);
+}
 
 std::string user_name() {
   const uid_t uid = geteuid();

@@ -208,6 +208,20 @@ ProcessIdentity own_process_identity() {
   return self;
 }
 
+HolderPlace process_place(pid_t pid) {
+  HolderPlace place;
+  if (pid <= 0 || !proc_is_own()) return place;
+  place.pid_start = process_start(pid);
+  if (!place.pid_start) return place;
+  place.boot_id = first_line("/proc/sys/kernel/random/boot_id");
+  char ns[64] = {};
+  const auto n = readlink(fmt::format("/proc/{}/ns/pid", pid).c_str(), ns, sizeof ns - 1);
+  if (n > 0) place.pid_ns.assign(ns, static_cast<std::size_t>(n));
+  // Read after the namespace: a pid reused meanwhile shows another start, and records no start then.
+  if (process_start(pid) != place.pid_start) place.pid_start.reset();
+  return place;
+}
+
 std::string holder_file_path(pid_t pid, std::int64_t start) {
   return fmt::format("/dev/shm/mongolock-run-{}-{}.lock", pid, start);
 }
@@ -290,6 +304,21 @@ bool sweep_if_stale(const std::string& name, pid_t self) {
 }
 
 } // namespace
+
+void remove_dead_run_leftovers(pid_t pid, std::int64_t start) {
+  const auto path = holder_file_path(pid, start);
+  std::string cgroup;
+  if (const int fd = open_evidence(path); fd >= 0) {
+    if (const auto evidence = read_evidence(fd)) cgroup = evidence->cgroup;
+    close(fd);
+  }
+  unlink(path.c_str());
+  if (cgroup.empty()) return;
+  // The job was reaped to the last process, but "populated" may lag its exit by a moment.
+  for (int i = 0; i < 20 && cgroup_state(cgroup) == CgroupState::populated; ++i)
+    usleep(10'000);
+  remove_cgroup_tree(cgroup);
+}
 
 int sweep_holder_files() {
   DIR* shm = opendir("/dev/shm");
@@ -381,7 +410,7 @@ HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here
 HolderVerdict holder_verdict(const LockRecord& lock, const ProcessIdentity& here, std::string_view host,
                              LivenessProbe& probe, bool remove_file) {
   HolderVerdict verdict;
-  if (!lock.pid_start || lock.host != host) return verdict;
+  if (lock.command.empty() || !lock.pid_start || lock.host != host) return verdict; // acquire's: no holder file
   const auto colon = lock.process.rfind(':');
   pid_t pid = 0;
   const auto digits = std::string_view(lock.process).substr(colon == std::string::npos ? 0 : colon + 1);

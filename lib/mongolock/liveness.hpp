@@ -32,6 +32,13 @@ struct ProcessIdentity {
 // This process's identity. Never throws.
 [[nodiscard]] ProcessIdentity own_process_identity();
 
+// Where process `pid` of this PID namespace runs, to record as a holder's place (lock_store.hpp HolderPlace;
+// acquire's caller is its parent, issue 26 item 7): this boot's id, the PID namespace of /proc/PID/ns/pid and
+// the process's start. A field that cannot be read stays empty; all of them when /proc is not this PID
+// namespace's (proc_is_own(): /proc/PID would be another process) or `pid` is not a process here (0: the
+// parent is outside this namespace). Never throws.
+[[nodiscard]] HolderPlace process_place(pid_t pid);
+
 // The start time of process `pid` (field 22 of /proc/PID/stat), nullopt when there is no such process
 // (or it cannot be read).
 [[nodiscard]] std::optional<std::int64_t> process_start(pid_t pid);
@@ -46,6 +53,13 @@ struct ProcessIdentity {
 // the evidence an instant takeover reads (and removes itself): kept. Files of other users stay where /dev/shm's sticky
 // bit forbids it. Returns how many were removed; never throws. HolderFile's constructor calls it.
 int sweep_holder_files();
+
+// What a guardian's `__release-orphaned` leaves of run `pid` started at `start` whose mongolock died
+// (orphan.cpp; the guardian has killed and reaped the whole job first): removes its holder file and, when
+// the file names the job's cgroup (a mongolock-job-* group, liveness's evidence rules), that group once
+// "populated 0" (waiting up to 200 ms for the kernel to say so; a group with processes stays: rmdir refuses
+// it). Before, such groups were left behind, one per killed run (red team of issue 26, X12c). Never throws.
+void remove_dead_run_leftovers(pid_t pid, std::int64_t start);
 
 // The run's holder file: created (mode 0644) and locked with flock(LOCK_EX) by the constructor; the
 // descriptor is close-on-exec, so the guardian (a fork) holds the lock too but the job does not.
@@ -68,14 +82,14 @@ private:
 };
 
 // Whether the holder of `lock` provably ended on this host, for an instant takeover (issue 26: act on
-// proof, not inference). True only when `lock` was taken by a run (pid_start recorded) on host `host` in the
-// boot and PID namespace of `here`, /proc is this namespace's (proc_is_own()), its pid runs no process
-// started at pid_start any more (and is not merely hidden from /proc), its holder file exists and is not
-// locked (mongolock and its guardian are gone), and nothing of its job runs, by proof: the job ran in its
-// own cgroup (recorded in the holder file, cgroup.hpp) and that group is empty or removed, and the job's
-// process group has no member left (kill(-pgid, 0) fails with ESRCH; EPERM is a member), or only zombies
-// whose every thread is a zombie too (a leader that called pthread_exit() runs on in its other threads),
-// seen in a /proc without hidepid. Anything else is false; `why_not` then says why in one line for -v
+// proof, not inference). True only when `lock` was taken by a run (command and pid_start recorded) on host `host` in
+// the boot and PID namespace of `here`, /proc is this namespace's (proc_is_own()), its pid runs no process started at
+// pid_start any more (and is not merely hidden from /proc), its holder file exists and is not locked (mongolock and its
+// guardian are gone), and nothing of its job runs, by proof: the job ran in its own cgroup (recorded in the holder
+// file, cgroup.hpp) and that group is empty or removed, and the job's process group has no member left (kill(-pgid, 0)
+// fails with ESRCH; EPERM is a member), or only zombies whose every thread is a zombie too (a leader that called
+// pthread_exit() runs on in its other threads), seen in a /proc without hidepid. Anything else is false; `why_not` then
+// says why in one line for -v
 // ("not taking lock 'x' over at once: ...; waiting for its lease as another host would"), empty where the
 // question does not arise (another host or container, a lock taken by `acquire`, a holder that runs).
 // With `remove_file` (the caller takes the lock over now), removes the stale holder file and the job's

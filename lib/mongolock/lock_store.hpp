@@ -44,11 +44,12 @@ struct LockRecord {
   ServerTime stamp_sent{};                 // not stored: the latest renewed_at this holder has sent, answered
                                            // or not; the next renewal's is later (Locker::renew), so a copy
                                            // of an earlier one that lands after it matches nothing (issue 27)
-  std::string boot_id;                     // [boot_id] run: the holder host's boot id (liveness.hpp); "" otherwise
-  std::string pid_ns;                      // [pid_ns] run: the holder's PID namespace, e.g. "pid:[4026531836]"
-  std::optional<std::int64_t> pid_start;   // [pid_start] run: when mongolock's process started (clock ticks
-                                           // after boot, /proc/PID/stat): a later process with its pid is
-                                           // not the holder
+  std::string boot_id;                     // [boot_id] the holder host's boot id (liveness.hpp); "" when
+                                           // unknown or not recorded (--process, older versions' acquire)
+  std::string pid_ns;                      // [pid_ns] the holder's PID namespace, e.g. "pid:[4026531836]"
+  std::optional<std::int64_t> pid_start;   // [pid_start] when the holder process started (clock ticks after
+                                           // boot, /proc/PID/stat): run's mongolock, acquire's caller; a later
+                                           // process with its pid is not the holder (HolderPlace)
   std::string ticket;                      // [ticket] taken from the queue: the _id of the holder's queue ticket
                                            // of this name (deleted once the lock was taken); "" otherwise. The
                                            // wake-up event of its release names it (WakeEvent)
@@ -63,6 +64,23 @@ struct LockRecord {
                                            // its ticket (< 0; a newer replacing run's is lower, WaitQueue::join)
 };
 
+// Where a holder runs, as recorded in its lock document (LockRecord::boot_id, pid_ns, pid_start; issue 26
+// item 7): "host:pid" alone is not unique (containers that share a host name, PID 1 in each, are both "vm:1").
+struct HolderPlace {
+  std::string boot_id;                   // the kernel's boot id; "" when unknown
+  std::string pid_ns;                    // the holder's PID namespace, "pid:[INODE]"; "" when unknown
+  std::optional<std::int64_t> pid_start; // the holder process's start (clock ticks after boot); unset when unknown
+};
+
+// Whether document `lock` may be the holder at `place`: each of boot_id, pid_ns and pid_start that the
+// document has equals place's (a field the caller does not know never matches one the document has). A
+// document without them (acquire before issue 26, --process, a place that could not be read) matches by
+// `process` alone, as before. The store's filter (LockSelector::place) and the memory stores say the same.
+[[nodiscard]] inline bool place_matches(const LockRecord& lock, const HolderPlace& place) {
+  return (lock.boot_id.empty() || lock.boot_id == place.boot_id) &&
+         (lock.pid_ns.empty() || lock.pid_ns == place.pid_ns) && (!lock.pid_start || lock.pid_start == place.pid_start);
+}
+
 // Which lock document a write may touch: always by program, narrowed by every field that is set.
 struct LockSelector {
   std::string program;
@@ -74,6 +92,7 @@ struct LockSelector {
   std::optional<ServerTime> expired_by = std::nullopt;     // expires_at <= this (expired that long ago)
   std::optional<ServerTime> renewed_before = std::nullopt; // renewed_at < this (a renewal never undoes a newer one)
   bool not_released = false;                               // released_at does not exist
+  std::optional<HolderPlace> place = std::nullopt;         // with `process`: place_matches() (issue 26 item 7)
 };
 
 // One waiter's place in the queue of one lock name (--wait), a document in "<collection>_queue". Field

@@ -1,4 +1,5 @@
 #include <mongolock/error.hpp>
+#include <mongolock/identity.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/text.hpp>
 #include <mongolock/token.hpp>
@@ -13,11 +14,19 @@ namespace mongolock {
 namespace {
 
 // Whether `lock` was written by this caller's identity: the same "host:pid" is not enough (two containers
-// that share a host name, mongolock PID 1 in each: both "vm:1"; red team of issue 26, X7r), so a lock
-// taken by run must also name this boot, PID namespace and process start.
+// that share a host name, mongolock PID 1 in each: both "vm:1"; red team of issue 26, X7r), so the boot, PID
+// namespace and process start the document records must be the caller's too (place_matches()).
 bool same_caller(const LockRecord& lock, const AcquireRequest& request) {
-  return lock.process == request.process && lock.boot_id == request.boot_id && lock.pid_ns == request.pid_ns &&
-         lock.pid_start == request.pid_start;
+  return lock.process == request.process &&
+         place_matches(lock, HolderPlace{request.boot_id, request.pid_ns, request.pid_start});
+}
+
+// Whether `lock` names this caller's full identity: the same "host:pid", and a boot, PID namespace and
+// process start that both the document and the request have, all equal (a process that reuses the pid has
+// another start).
+bool same_full_identity(const LockRecord& lock, const AcquireRequest& request) {
+  return lock.process == request.process && !request.boot_id.empty() && !request.pid_ns.empty() && request.pid_start &&
+         lock.boot_id == request.boot_id && lock.pid_ns == request.pid_ns && lock.pid_start == request.pid_start;
 }
 
 } // namespace
@@ -92,6 +101,9 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
         m_log.warning(fmt::format("could not clean up after the failed insert ({}); if it was written, lock '{}' "
                                   "stays held until {}",
                                   cleanup.what(), lock.program, format_time(lock.expires_at)));
+        // This caller's next attempt (or, through request.orphaned, its next acquire) may take it over.
+        m_orphans.push_back(lock);
+        if (request.orphaned) request.orphaned(lock);
       }
       throw;
     }
@@ -117,16 +129,8 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
       acquired = true;
       break;
     }
-    if (current && same_caller(*current, request) && !m_own_warned) {
-      // The same holder identity: an earlier acquire of this caller (a lock is not reentrant), maybe one
-      // whose reply was lost and whose clean-up failed (issue 27); say how to free it.
-      m_own_warned = true;
-      m_log.warning(fmt::format("lock '{}' is held by this caller's own identity {} (an earlier acquire, maybe one "
-                                "whose reply was lost); 'mongolock release {}' from the same shell releases it",
-                                lock.program, request.process, request.name));
-    }
     if (current) {
-      const auto purged = purge_stale(request, *current);
+      const auto purged = free_held(request, *current);
       if (!purged) {
         if (seen != nullptr && !expired_past_grace(*current, request)) seen->push_back(*current);
         continue; // held (or renewed or taken over meanwhile)
@@ -141,6 +145,39 @@ std::optional<LockRecord> Locker::try_acquire(const AcquireRequest& request, boo
 
   if (request.fence) assign_fence(request.name, lock);
   return lock;
+}
+
+std::optional<LockRecord> Locker::free_held(const AcquireRequest& request, const LockRecord& current) {
+  if (own_orphan(request, current)) return take_own_orphan(current);
+  if (same_caller(current, request) && !m_own_warned) {
+    // The same holder identity: an earlier acquire of this caller (a lock is not reentrant), maybe one
+    // whose reply was lost and whose clean-up failed (issue 27); say how to free it.
+    m_own_warned = true;
+    m_log.warning(fmt::format("lock '{}' is held by this caller's own identity {} (an earlier acquire, maybe one "
+                              "whose reply was lost); 'mongolock release {}' from the same shell releases it",
+                              current.program, request.process, request.name));
+  }
+  return purge_stale(request, current);
+}
+
+bool Locker::own_orphan(const AcquireRequest& request, const LockRecord& current) const {
+  if (!same_full_identity(current, request)) return false;
+  const bool here = std::any_of(m_orphans.begin(), m_orphans.end(), [&](const LockRecord& o) {
+    return o.program == current.program && o.id == current.id && o.token == current.token;
+  });
+  return here || (request.own_orphan && request.own_orphan(current));
+}
+
+std::optional<LockRecord> Locker::take_own_orphan(const LockRecord& current) {
+  auto removed =
+      m_store.remove_returning(LockSelector{.program = current.program, .id = current.id, .token = current.token});
+  if (removed) {
+    std::erase_if(m_orphans, [&](const LockRecord& o) { return o.id == current.id; });
+    m_log.info(fmt::format("lock '{}' was held by this caller's own earlier acquire, whose reply was lost and whose "
+                           "clean-up failed (the same {}, boot, PID namespace and process start); taken over",
+                           current.program, current.process));
+  }
+  return removed;
 }
 
 void Locker::release_quietly(const LockRecord& lock) {
@@ -254,7 +291,8 @@ std::optional<LockRecord> Locker::purge_stale(const AcquireRequest& request, con
       LockSelector{.program = current.program, .id = current.id, .token = current.token, .hold_ends_by = now});
   if (purged) {
     m_log.info(fmt::format(
-        "lock '{}' was held by {}, which no longer runs on this host (nor do its guardian and job); taken over",
+        "lock '{}' was held by {}, which no longer runs on this host, nor does its guardian, and nothing is left in "
+        "its job's cgroup and process group; taken over",
         current.program, purged->process));
   }
   return purged;
@@ -373,8 +411,8 @@ std::string Locker::describe_holder(const LockRecord& lock) {
                        "uses it: 'mongolock break {} --force')",
                        lock.malformed, lock.process, lock.program.empty() ? lock.name : lock.program);
   }
-  return fmt::format("held by {}{} since {}{}, {}", lock.process, user, format_time(lock.acquired_at), released,
-                     expiry);
+  return fmt::format("held by {}{} since {}{}, {}", holder_label(lock.process, lock.pid_ns), user,
+                     format_time(lock.acquired_at), released, expiry);
 }
 
 } // namespace mongolock

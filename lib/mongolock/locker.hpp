@@ -38,6 +38,14 @@ struct AcquireRequest {
   std::string pid_ns;
   std::optional<std::int64_t> pid_start;
   std::function<bool(const LockRecord&, bool taking_over)> holder_dead;
+  // The caller's own orphan (issue 27 item 4): an insert that may have been applied although it failed
+  // (its reply was lost) and whose clean-up failed too. `orphaned` is told of it (acquire keeps a note
+  // for the same caller's next acquire: identity.hpp); `own_orphan` says whether a document found holding
+  // the name is one it was told of (by _id and token). Such a document that also names this request's
+  // full identity (process, boot_id, pid_ns, pid_start) is deleted by _id and token and the name taken
+  // anew, instead of "held by" this very caller (75). Within one Locker, orphans are remembered without them.
+  std::function<void(const LockRecord&)> orphaned;
+  std::function<bool(const LockRecord&)> own_orphan;
 };
 
 // How long to keep trying while a name is held (--wait). A waiter joins the queue of waiters
@@ -174,6 +182,17 @@ private:
   // Returns the deleted document; nullopt when it stays
   // (live, or renewed or taken over meanwhile). Throws Error (69) on server errors.
   std::optional<LockRecord> purge_stale(const AcquireRequest& request, const LockRecord& current);
+  // A busy slot's document `current`: this caller's own orphan taken over (take_own_orphan()), else, after
+  // the warning that the caller's own identity holds it (once per Locker), purge_stale(). Returns the
+  // deleted document; nullopt when it stays. Throws Error (69) on server errors.
+  std::optional<LockRecord> free_held(const AcquireRequest& request, const LockRecord& current);
+  // True when `current` is this caller's own orphan: its full identity (process, boot, PID namespace and
+  // start, all recorded and equal) and an _id and token this Locker or request.own_orphan knows as an
+  // insert whose reply was lost and whose clean-up failed. Sends nothing.
+  bool own_orphan(const AcquireRequest& request, const LockRecord& current) const;
+  // Deletes own orphan `current` by _id and token (findAndModify remove); returns it, nullopt when it was
+  // gone already. Throws Error (69) on server errors.
+  std::optional<LockRecord> take_own_orphan(const LockRecord& current);
   // True when `current` expired more than the takeover grace ago (server's earliest clock).
   bool expired_past_grace(const LockRecord& current, const AcquireRequest& request);
   // One all-or-none attempt on every request; true when all were taken (outcome.locks), else sets
@@ -192,7 +211,8 @@ private:
 
   LockStore& m_store;
   const Log& m_log;
-  bool m_own_warned = false; // the warning that the caller's own identity holds a name was given
+  bool m_own_warned = false;         // the warning that the caller's own identity holds a name was given
+  std::vector<LockRecord> m_orphans; // inserts whose reply was lost and whose clean-up failed (own_orphan())
 };
 
 // The `program` value of slot `slot` of lock `name`: NAME itself for slot 1 (so a plain lock is slot 1 of

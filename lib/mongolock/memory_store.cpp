@@ -41,6 +41,7 @@ ServerTime server_now(Millis skew) {
 bool selects(const LockSelector& which, const LockRecord& lock) {
   return lock.program == which.program && (!which.id || lock.id == *which.id) &&
          (!which.token || lock.token == *which.token) && (!which.process || lock.process == *which.process) &&
+         (!which.place || place_matches(lock, *which.place)) &&
          (!which.expires_after || lock.expires_at > *which.expires_after) &&
          (!which.hold_ends_by || lock.hold_until <= *which.hold_ends_by) &&
          (!which.expired_by || lock.expires_at <= *which.expired_by) &&

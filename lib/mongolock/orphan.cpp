@@ -83,7 +83,7 @@ void put_number(std::string& out, std::int64_t value) { put(out, std::to_string(
 
 // A run record's fields that the run prepared (OrphanRequest::runs).
 void put_run(std::string& out, const RunRecord& run) {
-  for (const auto* field : {&run.id, &run.name, &run.process, &run.host, &run.user})
+  for (const auto* field : {&run.id, &run.name, &run.process, &run.pid_ns, &run.host, &run.user})
     put(out, *field);
   put_number(out, static_cast<std::int64_t>(run.command.size()));
   for (const auto& arg : run.command)
@@ -116,7 +116,7 @@ std::optional<std::int64_t> optional_number(Fields& fields) {
 
 RunRecord next_run(Fields& fields, std::size_t left) {
   RunRecord run;
-  for (auto* field : {&run.id, &run.name, &run.process, &run.host, &run.user})
+  for (auto* field : {&run.id, &run.name, &run.process, &run.pid_ns, &run.host, &run.user})
     *field = fields.next();
   for (auto n = count(fields, left); n > 0; --n)
     run.command.push_back(fields.next());
@@ -212,9 +212,9 @@ void record_orphaned_runs(MongoStore& store, std::vector<RunRecord> runs, const 
 int release_orphaned(std::string_view fd_text, const Log& log) {
   auto request = decode_orphan_request(read_request(fd_text));
   // The dead run's holder file: nobody holds it any more (mongolock is gone; this process no longer has
-  // the guardian's descriptor).
+  // the guardian's descriptor); and the job's empty cgroup it names (X12c: it was left behind).
   if (request.holder_pid > 0 && request.holder_start > 0) {
-    unlink(holder_file_path(request.holder_pid, request.holder_start).c_str());
+    remove_dead_run_leftovers(request.holder_pid, request.holder_start);
   }
   // Bounded: whoever waits for these locks is better served by their expiry than by a hung release.
   request.store.connect_timeout = std::min(request.store.connect_timeout, k_max_call);

@@ -21,7 +21,7 @@ struct OrphanRequest {
   int holder_pid = 0;            // mongolock's pid, for the message
   std::int64_t holder_start = 0; // its start time (liveness.hpp): its holder file is removed
   // The run's history records as prepared at the start (one per name; empty with --no-history): _id, name,
-  // process, host, user, command, started_at, waited, lock, fence, outcome and exit_code are encoded (the
+  // process, pid_ns, host, user, command, started_at, waited, lock, fence, outcome and exit_code are encoded (the
   // rest is not); release_orphaned() sets ended_at and duration when it records them.
   std::vector<RunRecord> runs;
 };

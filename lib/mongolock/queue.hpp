@@ -158,9 +158,11 @@ public:
   // This waiter's place in line (as head()): 1 at the head; on several names, the farthest back.
   [[nodiscard]] int position() const;
 
-  // When (server time, UTC) the first ticket known ahead of this waiter expires unless it is renewed;
-  // ServerTime::max() at the head. The waiter reads the queue again then, so a dead waiter ahead holds up
-  // the queue no longer than its ticket lease plus one check.
+  // When (server time, UTC) the first ticket known ahead of this waiter expires unless it is renewed, or,
+  // for a ticket with a far waiter's long lease, is renewal_overdue() past its last renewal (at_head() then
+  // skips it as dead); ServerTime::max() at the head. Every waiter, near or far, reads the queue again then,
+  // so a dead waiter ahead holds up the queue no longer than its ticket lease (near) or renewal_overdue()
+  // after its last renewal (far), plus one read.
   [[nodiscard]] ServerTime next_expiry() const;
 
   // The _id of this waiter's ticket of lock `name` ("" when it has none): recorded in the lock taken

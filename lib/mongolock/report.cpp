@@ -1,4 +1,6 @@
 #include <mongolock/identity.hpp>
+#include <mongolock/liveness.hpp>
+#include <mongolock/process.hpp>
 #include <mongolock/report.hpp>
 #include <mongolock/text.hpp>
 
@@ -27,6 +29,7 @@ Json to_json(const LockView& view) {
   j["state"] = lock_state(view);
   if (!lock.malformed.empty()) j["malformed"] = lock.malformed;
   j["holder"] = lock.process;
+  j["pid_ns"] = lock.pid_ns.empty() ? Json(nullptr) : Json(lock.pid_ns);
   j["host"] = lock.host;
   j["user"] = lock.user;
   j["command"] = lock.command.empty() ? Json(nullptr) : Json(lock.command);
@@ -78,6 +81,7 @@ Json to_json(const RunRecord& run) {
   Json j;
   j["name"] = run.name;
   j["process"] = run.process;
+  j["pid_ns"] = run.pid_ns.empty() ? Json(nullptr) : Json(run.pid_ns);
   j["host"] = run.host;
   j["user"] = run.user;
   j["command"] = run.command;
@@ -148,13 +152,16 @@ std::string lock_state(const LockView& view) {
 
 bool is_live(const LockView& view) { return !view.lock.malformed.empty() || view.lock.expires_at > view.now; }
 
-std::optional<bool> holder_alive_here(const std::string& holder) {
+std::optional<bool> holder_alive_here(const std::string& holder, std::optional<std::int64_t> start) {
   const auto colon = holder.rfind(':');
   if (colon == std::string::npos || holder.substr(0, colon) != host_name()) return std::nullopt;
   int pid = 0;
   const auto digits = std::string_view(holder).substr(colon + 1);
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
   if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) return std::nullopt;
+  if (start && proc_is_own()) {
+    if (const auto now_start = process_start(pid)) return *now_start == *start;
+  }
   return kill(pid, 0) == 0 || errno == EPERM;
 }
 
@@ -168,7 +175,7 @@ std::string status_text(const std::string& name, const std::vector<LockView>& lo
     if (!out.empty()) out += "\n";
     out += fmt::format("name: {}\n", printable(lock.name));
     if (lock.slot > 0) out += fmt::format("slot: {}\n", lock.slot);
-    out += fmt::format("state: {}\nholder: {}\n", lock_state(view), printable(lock.process));
+    out += fmt::format("state: {}\nholder: {}\n", lock_state(view), printable(holder_label(lock.process, lock.pid_ns)));
     if (!lock.malformed.empty()) {
       out += fmt::format("malformed: {} (it never expires; 'mongolock break {} --force' removes it)\n", lock.malformed,
                          printable(lock.program));
@@ -197,7 +204,8 @@ std::string status_text(const std::string& name, const std::vector<LockView>& lo
   if (last_run) {
     const auto& run = *last_run;
     out += fmt::format("\nlast run: {} on {}, ended {} ({}){}, exit {}\n", printable(run.outcome),
-                       printable(run.process), format_time(run.ended_at), relative(run.ended_at, now),
+                       printable(holder_label(run.process, run.pid_ns)), format_time(run.ended_at),
+                       relative(run.ended_at, now),
                        run.duration ? ", took " + format_duration(*run.duration) : std::string(), run.exit_code);
   }
   return out;
@@ -244,7 +252,7 @@ static std::string locks_table(const std::vector<LockView>& locks, const LastRun
   std::size_t name_width = 4, holder_width = 6;
   for (const auto& view : locks) {
     name_width = std::max(name_width, printable(view.lock.program).size());
-    holder_width = std::max(holder_width, printable(view.lock.process).size());
+    holder_width = std::max(holder_width, printable(holder_label(view.lock.process, view.lock.pid_ns)).size());
   }
   std::string out = fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {:<9}  {}\n", "NAME", name_width, "HOLDER",
                                 holder_width, "ACQUIRED", "EXPIRES", "ALIVE", "LAST RUN");
@@ -255,7 +263,7 @@ static std::string locks_table(const std::vector<LockView>& locks, const LastRun
                                                    : fmt::format("{} {}", printable(last->second.outcome),
                                                                  relative(last->second.ended_at, view.now));
     out += fmt::format("{:<{}}  {:<{}}  {:<24}  {:<12}  {:<9}  {}\n", printable(lock.program), name_width,
-                       printable(lock.process), holder_width, format_time(lock.acquired_at),
+                       printable(holder_label(lock.process, lock.pid_ns)), holder_width, format_time(lock.acquired_at),
                        relative(lock.expires_at, view.now), alive_text(view.holder_alive), last_text);
   }
   return out;
@@ -282,7 +290,7 @@ std::string history_text(const std::vector<HistoryRow>& rows, const std::optiona
   for (const auto& row : rows) {
     const auto& run = row.run;
     name_width = std::max(name_width, printable(run.name).size());
-    process_width = std::max(process_width, printable(run.process).size());
+    process_width = std::max(process_width, printable(holder_label(run.process, run.pid_ns)).size());
     outcome_width = std::max(outcome_width, printable(run.outcome).size());
   }
   std::string out =
@@ -292,7 +300,7 @@ std::string history_text(const std::vector<HistoryRow>& rows, const std::optiona
     const auto& run = row.run;
     const auto line = fmt::format("{:<19}  {:<{}}  {:<{}}  {:<8}  {:<{}}  {:<4}  {}",
                                   table_time(run.started_at.value_or(run.ended_at)), printable(run.name), name_width,
-                                  printable(run.process), process_width,
+                                  printable(holder_label(run.process, run.pid_ns)), process_width,
                                   run.duration ? format_duration(*run.duration) : std::string("-"),
                                   printable(run.outcome), outcome_width, run.exit_code, run_note(row));
     out += line.substr(0, line.find_last_not_of(' ') + 1) + "\n";

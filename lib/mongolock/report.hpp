@@ -29,8 +29,10 @@ struct LockView {
 [[nodiscard]] bool is_live(const LockView& view);
 
 // Whether process `holder` ("host:pid") is alive, when it runs on this host; nullopt for other hosts or a
-// holder identity that is not host:pid.
-[[nodiscard]] std::optional<bool> holder_alive_here(const std::string& holder);
+// holder identity that is not host:pid. With `start` (LockRecord::pid_start), a process of that pid that
+// started at another time is not the holder (false), where this namespace's /proc shows its start.
+[[nodiscard]] std::optional<bool> holder_alive_here(const std::string& holder,
+                                                    std::optional<std::int64_t> start = std::nullopt);
 
 // `status NAME`: "key: value" lines, one block per document (plain lock or slot), or "state: free"; then,
 // when `waiters` (live tickets of NAME, in line order, as of `now`) is not empty, "waiters: N" and one line

@@ -92,6 +92,7 @@ public:
       run.id = m_ids[i];
       run.name = m_names[i];
       run.process = holder_identity(getpid());
+      run.pid_ns = own_process_identity().pid_ns;
       run.host = host_name();
       run.user = user_name();
       run.command = m_command;
@@ -163,6 +164,7 @@ private:
       run.id = m_ids[i];
       run.name = name;
       run.process = holder_identity(getpid());
+      run.pid_ns = own_process_identity().pid_ns;
       run.host = host_name();
       run.user = user_name();
       run.command = m_command;
@@ -297,11 +299,12 @@ private:
     std::vector<AcquireRequest> out;
     for (const auto& name : m_names) {
       auto request = make_request(m_global, m_options.take, name, holder_identity(getpid()), m_options.ttl, &m_log);
-      if (m_holder_file.locked()) {
-        request.boot_id = m_self.boot_id;
-        request.pid_ns = m_self.pid_ns;
-        request.pid_start = m_self.pid_start;
-      }
+      // The boot and PID namespace tell this holder from another "host:pid" (issue 26 item 7); the start,
+      // which points a same-host run to the holder file, only with that file (a file of this name that
+      // someone else made first is no evidence of this run: red team of issue 26, X2).
+      request.boot_id = m_self.boot_id;
+      request.pid_ns = m_self.pid_ns;
+      if (m_holder_file.locked()) request.pid_start = m_self.pid_start;
       request.command = printable(command_name(m_options.command.front())); // shown by status and list
       out.push_back(std::move(request));
     }

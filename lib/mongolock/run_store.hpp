@@ -22,6 +22,9 @@ struct RunRecord {
   std::string name;                     // [name] the lock name (index "name_1_ended_at_1")
   std::string process;                  // [process] the run, "<host>:<pid>" of mongolock
   std::string host;                     // [host] the run's host name
+  std::string pid_ns;                   // [pid_ns] mongolock's PID namespace, "pid:[INODE]" (liveness.hpp); ""
+                                        // when unknown (older versions): with `process`, tells apart runs of
+                                        // containers that share a host name and pid (identity.hpp holder_label())
   std::string user;                     // [user] the run's user name
   std::vector<std::string> command;     // [command] argv: redacted and bounded (recorded_command())
   std::optional<ServerTime> started_at; // [started_at] server clock, UTC: when the command started; unset when

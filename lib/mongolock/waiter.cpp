@@ -244,7 +244,8 @@ void Waiter::place(int position, Millis elapsed) {
 bool Waiter::recheck_due() const {
   const auto now = LeaseClock::now();
   if (m_reread) return true;
-  if (m_state == State::far) return now >= m_next_check;
+  // Far: at its interval, and when a ticket ahead expires or is overdue as a dead far waiter's (item 9).
+  if (m_state == State::far) return now >= m_next_check || m_store.clock().earliest_now() >= m_queue->next_expiry();
   // Near: after a quiet wait (an event may have been lost), now and then, and when the first ticket
   // ahead expires unless renewed (a dead waiter's: no event tells of it); without events, every poll.
   return !m_feed || m_quiet || now - m_checked >= m_policy.queue.push_recheck ||
@@ -309,6 +310,9 @@ Millis Waiter::pause_for() const {
   auto pause = m_feed ? m_policy.queue.push_check : m_idle ? m_policy.queue.idle_poll : m_policy.queue.poll;
   if (m_state == State::far) {
     pause = std::max(std::min(until(m_next_check), until(m_queue->renewal_due())), Millis(1));
+    if (const auto ahead = m_queue->next_expiry(); ahead != ServerTime::max()) {
+      pause = std::clamp(std::chrono::ceil<Millis>(ahead - m_store.clock().earliest_now()), Millis(1), pause);
+    }
   }
   if (!m_forever) pause = std::min(pause, std::chrono::ceil<Millis>(m_deadline - now));
   if (m_takeover_at != ServerTime::max()) {

@@ -8,12 +8,14 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py now        the server's clock (hello's localTime), epoch milliseconds
     mongo.py tickets NAME  the queue tickets of NAME (collection <collection>_queue), one
                         "seq process" line each, in seq order; expired ones too
+    mongo.py ticket-expiries NAME  one "process expires_at" line per ticket of NAME (epoch ms), in seq order
     mongo.py insert-ticket NAME SEQ PROCESS SECONDS  insert a queue ticket of NAME with that seq and holder,
                         live for SECONDS from the server's clock: a waiter (or, seq < 0, a waiting
                         replacing run) as another client would have queued it
     mongo.py set NAME FIELD VALUE  set a string field of NAME's lock document to VALUE's bytes as given
                         (also invalid UTF-8): what another client could store; FIELD:int, FIELD:double
                         and FIELD:doc store VALUE as an int64, a double or the document {x: VALUE}
+    mongo.py unset NAME FIELD...  remove these fields from NAME's lock document (an older version's)
     mongo.py runs [NAME]  the run history (collection <collection>_runs), of NAME or of every name, as one
                         JSON array, newest first (dates as epoch milliseconds)
     mongo.py insert-run KEY=VALUE...  insert a run document: KEY=text (its bytes as given, also invalid
@@ -186,6 +188,14 @@ def main():
             die(f"find failed: {reply}")
         for doc in reply["cursor"]["firstBatch"]:
             print(f"{doc['seq']} {doc['process']}")
+    elif what == "ticket-expiries" and len(sys.argv) == 3:
+        reply = command({"find": coll + "_queue", "filter": {"name": sys.argv[2]}, "sort": {"seq": 1},
+                         "batchSize": 100000, "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        for doc in reply["cursor"]["firstBatch"]:
+            exp = doc["expires_at"]
+            print(f"{doc['process']} {exp.ms if isinstance(exp, Date) else exp}")
     elif what == "insert-ticket" and len(sys.argv) == 6:
         now = command({"hello": 1, "$db": "admin"})["localTime"]
         now = now.ms if isinstance(now, Date) else int(now)
@@ -207,6 +217,12 @@ def main():
             value = RawStr(sys.argv[4].encode("utf-8", "surrogateescape"))
         reply = command({"update": coll, "updates": [{"q": {"program": sys.argv[2]},
                                                        "u": {"$set": {field: value}}}], "$db": db})
+        if reply.get("ok") != 1.0 or reply.get("n") != 1:
+            die(f"update failed: {reply}")
+    elif what == "unset" and len(sys.argv) >= 4:
+        # unset PROGRAM FIELD...: a document without these fields (an older version's, or another client's)
+        reply = command({"update": coll, "updates": [{"q": {"program": sys.argv[2]},
+                                                       "u": {"$unset": {f: "" for f in sys.argv[3:]}}}], "$db": db})
         if reply.get("ok") != 1.0 or reply.get("n") != 1:
             die(f"update failed: {reply}")
     elif what == "runs" and len(sys.argv) in (2, 3):

@@ -96,7 +96,7 @@ zombie_leader_blocks_takeover() { # on|off
     kill -KILL "$leader"
     wait_until 5 eval "[[ ! -e /proc/$leader ]]"
     expect_exit 0 -- ml run "$name" -- touch "$T/ran"
-    assert_contains "$ERR" "lock '$name' was held by $HOST:$RUN_PID, which no longer runs on this host"
+    assert_contains "$ERR" "lock '$name' was held by $HOST:$RUN_PID, which no longer runs on this host, nor does its guardian, and nothing is left in its job's cgroup and process group; taken over"
   else
     expect_no_takeover_while "$name" "$leader" "its job ran without a cgroup of its own"
   fi
@@ -293,3 +293,22 @@ job_cgroup_lifecycle() {
   [[ ! -e $group ]] || fail "the job's cgroup $group was left"
 }
 
+
+# mongolock killed (-9) while its job runs in its own cgroup: the guardian stops the job, releases the lock
+# and also removes the job's now empty group (red team of issue 26, X12c: every such run left an empty
+# mongolock-job-* group behind, 27 in one session). Fails before the fix: the group is still there once
+# the guardian has released the lock.
+killed_run_leaves_no_cgroup() {
+  local name group
+  use_cgroup on
+  name=$(lock_name)
+  start_holder "$name" 'setsid sleep 300 & exec sleep 300'
+  group=$(sed -n 's/.*; its cgroup \(\/.*\))$/\1/p' "$T/h.err")
+  [[ -n $group && -d $group ]] || fail_with "no cgroup named in -v" stderr "$T/h.err"
+  kill -KILL "$RUN_PID"
+  # The guardian removes the group before it releases the lock, and says 'died' after the release (a call
+  # bounded by 5 s, orphan.cpp k_max_call, plus the connection).
+  wait_for 10 grep -q "died" "$T/h.err" || fail_with "no 'died' line from the guardian's release" h "$T/h.err"
+  assert_free "$name"
+  [[ ! -e $group ]] || fail "the job's empty cgroup $group was left behind ($(cat "$group/cgroup.events" 2>&1 | tr '\n' ' '))"
+}

@@ -191,6 +191,88 @@ special_characters_in_names() {
   done
 }
 
+# Two containers that share a host name, the calling shell PID 1 in each: both holders are "vm:1" (issue 26
+# item 7). acquire records where its caller runs (boot id, PID namespace, start of the calling process),
+# and release, renew and acquire without --token require it: the other container's release and renew are
+# refused (65), its acquire is not told that "its own identity" holds the lock, and the holder's own
+# release and renew work; status tells the two apart by the PID namespace. Fails on main: the other
+# container's release matched "vm:1" and freed the lock.
+# SCRIPT LABEL: sh -c SCRIPT as PID 1 of a new PID and UTS namespace whose host name is vm; "end STATUS"
+# goes to $T/LABEL.rc after it.
+in_container=(unshare --uts --pid --fork --mount-proc sh -c 'hostname vm && eval "$1"; echo "end $?" >>"$T/$2.rc"' _)
+same_name_and_pid_containers() {
+  unshare --uts --pid --fork --mount-proc true 2>/dev/null ||
+    skip "containers need unshare --uts --pid --fork --mount-proc (root)"
+  NAME=$(lock_name)
+  export NAME T MONGOLOCK_BIN
+  : >"$T/a.rc"
+  : >"$T/b.rc"
+  # Container a: acquire, then (once told) renew and release, each as PID 1's child.
+  start_bg a "${in_container[@]}" '"$MONGOLOCK_BIN" acquire "$NAME" >"$T/a.token"; echo "acquire $?" >>"$T/a.rc"
+    while [ ! -e "$T/a.go" ]; do sleep 0.1; done
+    "$MONGOLOCK_BIN" renew "$NAME"; echo "renew $?" >>"$T/a.rc"
+    "$MONGOLOCK_BIN" release "$NAME"; echo "release $?" >>"$T/a.rc"' a
+  local a=$BG_PID
+  wait_until 10 grep -q "^acquire 0$" "$T/a.rc"
+  read_doc "$NAME"
+  assert_eq "$(doc_field process)" "vm:1" "the holder (PID 1 of its container)"
+  # Container b: the same "vm:1", another PID namespace.
+  expect_exit 0 -- "${in_container[@]}" '"$MONGOLOCK_BIN" release "$NAME"; echo "release $?" >>"$T/b.rc"
+    "$MONGOLOCK_BIN" renew "$NAME"; echo "renew $?" >>"$T/b.rc"
+    "$MONGOLOCK_BIN" acquire "$NAME"; echo "acquire $?" >>"$T/b.rc"' b
+  assert_eq "$(tr '\n' ' ' <"$T/b.rc")" "release 65 renew 65 acquire 75 end 0 " "the other container's commands"
+  [[ -n $(doc_field boot_id) && -n $(doc_field pid_ns) && -n $(doc_field pid_start) ]] ||
+    fail "acquire did not record where its caller runs: $(tr '\n' ' ' <"$T/doc")"
+  local ns
+  ns=$(doc_field pid_ns)
+  [[ $ns != "$(readlink /proc/self/ns/pid)" ]] || fail "the container's PID namespace is this host's"
+  assert_contains "$ERR" "lock '$NAME' is held by vm:1 (pid ns ${ns//[^0-9]/})"
+  assert_not_contains "$ERR" "own identity"
+  read_doc "$NAME"
+  assert_eq "$(doc_field token)" "$(cat "$T/a.token")" "the holder's token"
+  # status: the holder with its PID namespace.
+  expect_exit 0 -- ml status "$NAME"
+  assert_eq "$(status_field "$OUT" holder)" "vm:1 (pid ns ${ns//[^0-9]/})" "holder"
+  expect_exit 0 -- ml status --json "$NAME"
+  assert_eq "$(json "$OUT" 'd["locks"][0]["pid_ns"]')" "$ns" "status --json pid_ns"
+  # The holder's own renew and release work.
+  touch "$T/a.go"
+  expect_bg_exit 0 "$a" a
+  assert_eq "$(tr '\n' ' ' <"$T/a.rc")" "acquire 0 renew 0 release 0 end 0 " "the holder's commands"
+  assert_free "$NAME"
+  # history tells the two containers' runs apart (both "vm:1": mongolock PID 1 in each).
+  expect_exit 0 -- "${in_container[@]}" 'exec "$MONGOLOCK_BIN" run "$NAME" -- true' c
+  expect_exit 0 -- "${in_container[@]}" 'exec "$MONGOLOCK_BIN" run "$NAME" -- true' d
+  expect_exit 0 -- ml history "$NAME"
+  local holders
+  holders=$(grep -o 'vm:1 (pid ns [0-9]*)' "$OUT" | sort -u | wc -l)
+  assert_eq "$holders" 2 "the runs' holders in history (two containers)"
+}
+
+# A process that reuses the holder's pid is not the holder: the document records the caller's start, and
+# a release or renew from a process of that pid that started at another time is refused (65); --process
+# names the holder explicitly and matches by it alone. Fails on main: acquire recorded no start.
+pid_reused_not_the_holder() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name"
+  read_doc "$name"
+  [[ -n $(doc_field pid_start) ]] || fail "acquire recorded no start of its caller: $(tr '\n' ' ' <"$T/doc")"
+  # As if this shell's pid now belonged to a process that started later than the holder.
+  python3 "$ITEST_DIR/mongo.py" set "$name" pid_start:int 1 || fail "cannot set pid_start"
+  expect_exit 65 -- ml renew "$name"
+  expect_exit 65 -- ml release "$name"
+  assert_held_by "$name" "$HOST:$BASHPID"
+  expect_exit 0 -- ml release "$name" --process "$HOST:$BASHPID"
+  assert_free "$name"
+  # A document without the fields (mongolock before issue 26, or another client) matches by process alone.
+  expect_exit 0 -- ml acquire "$name"
+  python3 "$ITEST_DIR/mongo.py" unset "$name" boot_id pid_ns pid_start || fail "cannot unset the fields"
+  expect_exit 0 -- ml renew "$name"
+  expect_exit 0 -- ml release "$name"
+  assert_free "$name"
+}
+
 run_case "acquire prints a token; status names this shell; release frees it" acquire_status_release
 run_case "acquire -q still prints the token" quiet_acquire_prints_token
 run_case "acquire then release in one script: the holder is the script's shell" script_acquire_then_release
@@ -203,4 +285,6 @@ run_case "a new acquisition gets a new token and _id; the old token is spent" re
 run_case "locks of different names are independent" names_are_separate
 run_case "a 200-byte name and a UTF-8 name work" longest_and_unicode_names
 run_case "names with spaces, quotes, \$, dots, regex characters are plain values" special_characters_in_names
+run_case "containers that share a host name and PID (both vm:1): release and renew refuse the other's lock" same_name_and_pid_containers
+run_case "a process that reuses the holder's pid is not the holder (its start differs)" pid_reused_not_the_holder
 finish

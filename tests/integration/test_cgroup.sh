@@ -11,4 +11,5 @@ run_case "cgroup: the job and a setsid part of it run in the job's group; killed
 run_case "zombie leader with a live thread, cgroup: no instant takeover until it ends (item 1)" zombie_leader_blocks_takeover on
 run_case "a setsid worker outlives mongolock and the group, cgroup: no instant takeover (item 2)" setsid_worker_blocks_takeover on
 run_case "another namespace's /proc, cgroup: the job ignoring SIGTERM is killed at --timeout (item 4)" foreign_proc_kill on
+run_case "mongolock killed, cgroup: the guardian removes the job's empty group (X12c)" killed_run_leaves_no_cgroup
 finish

@@ -280,7 +280,7 @@ instant_takeover_of_a_dead_local_holder() {
     expect_exit 75 -- unshare --uts sh -c 'hostname host-b && exec "$@"' _ "$MONGOLOCK_BIN" run "$name" -- true
   fi
   expect_exit 0 -- ml run "$name" -- touch "$T/ran"
-  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host (nor do its guardian and job); taken over"
+  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host, nor does its guardian, and nothing is left in its job's cgroup and process group; taken over"
   [[ -e $T/ran ]] || fail "the command did not run"
   [[ ! -e /dev/shm/mongolock-run-$pid-$(doc_field pid_start).lock ]] || fail "the dead holder's file was left"
   # A lock taken by `acquire` records no process start: a dead pid is not enough, it waits for expiry.
@@ -323,7 +323,7 @@ survivors_block_the_instant_takeover() {
   kill -KILL "$child"
   wait_until 5 eval "! pid_alive $child"
   expect_exit 0 -- ml run "$name" -- touch "$T/ran"
-  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host (nor do its guardian and job); taken over"
+  assert_contains "$ERR" "lock '$name' was held by $HOST:$pid, which no longer runs on this host, nor does its guardian, and nothing is left in its job's cgroup and process group; taken over"
   [[ -e $T/ran ]] || fail "the command did not run once the job's group was empty"
 }
 

@@ -267,6 +267,34 @@ acquire_orphan_same_caller() {
   assert_free "$name"
 }
 
+# The same, without --process (issue 27 item 4): the acquire records its caller's full identity (this
+# shell: host, pid, boot, PID namespace, start) and leaves a note of the insert it could not clean up, so
+# the same caller's retry takes its own orphan over (0, a new token) instead of naming itself as the
+# holder (75). A second acquire of the same caller, whose first one succeeded, is still refused (75: a
+# lock is not reentrant). Fails on main: the retry exited 75.
+acquire_own_orphan_taken_over() {
+  local name token
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  proxy fail insert times 1 close-after
+  proxy fail delete times 1 error 10107
+  expect_exit 69 -- ml --uri "$FP_URI_NORETRY" acquire "$name"
+  assert_contains "$ERR" "could not clean up after the failed insert"
+  assert_held_by "$name" "$HOST:$BASHPID"
+  expect_exit 0 -- ml --uri "$FP_URI" acquire "$name"
+  assert_contains "$ERR" "lock '$name' was held by this caller's own earlier acquire, whose reply was lost and whose clean-up failed"
+  token=$(cat "$OUT")
+  read_doc "$name"
+  assert_eq "$(doc_field token)" "$token" "the lock's token (the retry's)"
+  expect_exit 75 -- ml --uri "$FP_URI" acquire "$name"
+  assert_contains "$ERR" "is held by this caller's own identity $HOST:$BASHPID"
+  read_doc "$name"
+  assert_eq "$(doc_field token)" "$token" "the lock's token after a second acquire"
+  expect_exit 0 -- ml --uri "$FP_URI" release "$name" --token "$token"
+  assert_free "$name"
+}
+
 # run: its acquire, renewals, release and history write under election errors and lost replies; it runs
 # its job once, exits 0, and the lock is free afterwards.
 run_under_faults() {
@@ -343,6 +371,7 @@ run_case "release with a writeConcernError: 69 outcome unknown" release_write_co
 run_case "release refused by an election error: 69, not applied, still held" release_election_error
 run_case "acquire, reply lost, the driver's retry: the lock is ours" acquire_reply_lost_retried
 run_case "acquire, reply lost, clean-up failed: the same caller's retry is told how to free it" acquire_orphan_same_caller
+run_case "acquire, reply lost, clean-up failed: the same caller's retry takes its own orphan over" acquire_own_orphan_taken_over
 run_case "run: acquire, release and history write under election errors" run_under_faults
 run_case "acquire --wait: the queue ticket's insert under election errors and a writeConcernError" queue_ticket_errors
 finish

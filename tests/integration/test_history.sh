@@ -21,7 +21,7 @@ PROM_PYTHON=/usr/bin/python3
 runs() { python3 "$ITEST_DIR/mongo.py" runs "$@" >"$T/runs" || fail "cannot read the run history"; }
 
 # The fields of every stored run and of every run object of history --json.
-RUN_FIELDS='["command", "duration_ms", "ended_at", "exit_code", "fence", "held_by", "host", "name", "outcome", "process", "signal", "skips", "started_at", "user", "waited_ms"]'
+RUN_FIELDS='["command", "duration_ms", "ended_at", "exit_code", "fence", "held_by", "host", "name", "outcome", "pid_ns", "process", "signal", "skips", "started_at", "user", "waited_ms"]'
 
 outcomes_of_every_kind() {
   local name other t0 t1

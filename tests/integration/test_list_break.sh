@@ -10,7 +10,7 @@ trap 'MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_fences python3 "$ITEST_DIR/mo
   cleanup_suite' EXIT
 
 # The JSON fields of a lock object (status --json locks[], list --json elements).
-LOCK_FIELDS="name program slot state holder host user command acquired_at renewed_at expires_at expires_in_ms ttl_ms hold_until released_at fence holder_alive"
+LOCK_FIELDS="name program slot state holder pid_ns host user command acquired_at renewed_at expires_at expires_in_ms ttl_ms hold_until released_at fence holder_alive"
 
 # The line of `list` output file $1 whose first column is $2.
 list_line() { awk -v n="$2" '$1 == n' "$1"; }

@@ -49,6 +49,7 @@ TEST_CASE("orphan request: the run's history records survive the round trip (iss
   run.id = "89abcdef0123456789abcdef";
   run.name = "job";
   run.process = "vm:1";
+  run.pid_ns = "pid:[4026532301]"; // history tells containers' "vm:1" apart by it (issue 26 item 7)
   run.host = "vm";
   run.user = "root";
   run.command = {"sh", "-c", std::string("a,b:\0c", 7), ""};
@@ -70,6 +71,7 @@ TEST_CASE("orphan request: the run's history records survive the round trip (iss
   REQUIRE(back.runs.size() == 2);
   CHECK(back.runs[0].id == run.id);
   CHECK(back.runs[0].process == "vm:1");
+  CHECK(back.runs[0].pid_ns == "pid:[4026532301]");
   CHECK(back.runs[0].command == run.command);
   CHECK(back.runs[0].started_at == run.started_at);
   CHECK(back.runs[0].waited == Millis(250));

@@ -275,6 +275,7 @@ TEST_CASE("A holder file owned by another user, or writable by others, proves no
   lock.program = "x";
   lock.host = "h";
   lock.process = "h:" + std::to_string(pid);
+  lock.command = "job"; // a run's lock (acquire's records its caller's place too, but has no holder file)
   lock.boot_id = self.boot_id;
   lock.pid_ns = self.pid_ns;
   lock.pid_start = start;

@@ -35,7 +35,7 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   if (!lock.ticket.empty()) append_string(doc, "ticket", lock.ticket);
   if (!lock.boot_id.empty()) append_string(doc, "boot_id", lock.boot_id);
   if (!lock.pid_ns.empty()) append_string(doc, "pid_ns", lock.pid_ns);
-  if (lock.pid_start) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
+  if (lock.pid_start && *lock.pid_start > 0) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
   if (lock.replace_seq) BSON_APPEND_INT64(doc, "replace_seq", *lock.replace_seq);
 }
 
@@ -122,12 +122,30 @@ LockRecord from_bson(const bson_t* doc) {
   return lock;
 }
 
+// place_matches() as a filter: {boot_id: {$in: [B, null]}, pid_ns: {$in: [N, null]}, pid_start: {$in: [S,
+// null]}} (null matches a missing field); a value the caller does not know matches only a missing field.
+void append_place(bson_t* doc, const HolderPlace& place) {
+  const auto either = [&](const char* key, const auto& append_value) {
+    bson_t cond, in;
+    BSON_APPEND_DOCUMENT_BEGIN(doc, key, &cond);
+    BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &in);
+    append_value(&in);
+    BSON_APPEND_NULL(&in, "1");
+    bson_append_array_end(&cond, &in);
+    bson_append_document_end(doc, &cond);
+  };
+  either("boot_id", [&](bson_t* in) { append_string(in, "0", place.boot_id); });
+  either("pid_ns", [&](bson_t* in) { append_string(in, "0", place.pid_ns); });
+  either("pid_start", [&](bson_t* in) { BSON_APPEND_INT64(in, "0", place.pid_start.value_or(-1)); });
+}
+
 // The filter for a LockSelector: every set field narrows it.
 void append_selector(bson_t* doc, const LockSelector& which) {
   if (which.id) append_id(doc, *which.id);
   append_string(doc, "program", which.program);
   if (which.token) append_string(doc, "token", *which.token);
   if (which.process) append_string(doc, "process", *which.process);
+  if (which.place) append_place(doc, *which.place);
   if (which.expires_after) append_date_condition(doc, "expires_at", "$gt", *which.expires_after);
   if (which.hold_ends_by) append_date_condition(doc, "hold_until", "$lte", *which.hold_ends_by);
   if (which.expired_by) append_date_condition(doc, "expires_at", "$lte", *which.expired_by);

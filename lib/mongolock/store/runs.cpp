@@ -40,6 +40,7 @@ void to_bson(const RunRecord& run, bson_t* doc, bool with_id = true) {
   append_string(doc, "name", run.name);
   append_string(doc, "process", run.process);
   append_string(doc, "host", run.host);
+  if (!run.pid_ns.empty()) append_string(doc, "pid_ns", run.pid_ns);
   append_string(doc, "user", run.user);
   append_string_array(doc, "command", run.command);
   if (run.started_at) BSON_APPEND_DATE_TIME(doc, "started_at", to_bson_date(*run.started_at));
@@ -92,6 +93,8 @@ RunRecord run_from_bson(const bson_t* doc) {
       run.process = iter_string(it);
     } else if (key == "host") {
       run.host = iter_string(it);
+    } else if (key == "pid_ns") {
+      run.pid_ns = iter_string(it);
     } else if (key == "user") {
       run.user = iter_string(it);
     } else if (key == "command") {
