@@ -144,6 +144,7 @@ std::vector<mongolock::AcquireRequest> Client::requests() const {
       };
     }
     request.user = "sim";
+    request.command = "job"; // a run's lock (the instant takeover's verdict applies only to those)
     request.ttl = config.timing.ttl;
     request.takeover_grace = config.plant == Plant::no_grace ? Millis(0) : config.grace;
     request.slots = config.slots.at(name);

@@ -43,6 +43,7 @@ LockRecord dead_holder_lock() {
   lock.boot_id = "b";
   lock.pid_ns = "pid:[1]";
   lock.pid_start = 100;
+  lock.command = "job"; // a run's lock: holder_verdict() judges only those
   return lock;
 }
 
