@@ -1,8 +1,10 @@
 #include "sim_store.hpp"
 
+#include "bson_eval.hpp"
 #include "client.hpp"
 
 #include <mongolock/error.hpp>
+#include <mongolock/store/commands.hpp>
 
 #include <fmt/format.h>
 
@@ -11,8 +13,83 @@ namespace sim {
 using mongolock::Error;
 using mongolock::LockRecord;
 using mongolock::LockSelector;
+using mongolock::TicketRecord;
 
 namespace {
+
+// --- MongoStore's documents on the server's records ---------------------------------------------------
+// Every write's filter and update is the one MongoStore sends (store/commands.hpp), built when the call is
+// sent and evaluated on the stored records as BSON documents (bson_eval.hpp); every inserted document is
+// MongoStore's, read back as MongoStore reads it. So a wrong operator or a missing condition in MongoStore's
+// documents is a wrong write here too.
+
+// An owned BSON document, shared by a call and its server operation.
+class Doc {
+public:
+  Doc() : m_doc(bson_new()) {}
+  ~Doc() { bson_destroy(m_doc); }
+  Doc(const Doc&) = delete;
+  Doc& operator=(const Doc&) = delete;
+  [[nodiscard]] bson_t* get() const { return m_doc; }
+
+private:
+  bson_t* m_doc;
+};
+using SharedDoc = std::shared_ptr<const Doc>;
+
+// A document built by `build(bson_t*)`.
+template <typename Build> SharedDoc make_doc(Build&& build) {
+  auto doc = std::make_shared<Doc>();
+  build(doc->get());
+  return doc;
+}
+
+template <typename Record> bool record_matches(const SharedDoc& filter, const Record& record) {
+  const Doc doc;
+  mongolock::store::to_bson(record, doc.get());
+  return matches(filter->get(), doc.get());
+}
+
+// `lock` as MongoStore stores it and reads it back (its insert and its reads).
+LockRecord stored(const LockRecord& lock) {
+  const Doc doc;
+  mongolock::store::to_bson(lock, doc.get());
+  return mongolock::store::from_bson(doc.get());
+}
+
+void apply_to_lock(const SharedDoc& update, LockRecord& lock) {
+  const Doc doc;
+  const Doc out;
+  mongolock::store::to_bson(lock, doc.get());
+  apply_update(update->get(), doc.get(), out.get());
+  lock = mongolock::store::from_bson(out.get());
+}
+
+void apply_to_ticket(const SharedDoc& update, TicketRecord& ticket) {
+  const Doc doc;
+  const Doc out;
+  mongolock::store::to_bson(ticket, doc.get());
+  apply_update(update->get(), doc.get(), out.get());
+  ticket = mongolock::store::ticket_from_bson(out.get());
+}
+
+// The fields an update sets, as MemoryStore logs them ("expires_at,renewed_at,ttl_ms").
+std::string set_fields(const SharedDoc& update) {
+  std::string out;
+  bson_iter_t it;
+  bson_iter_t field;
+  if (bson_iter_init_find(&it, update->get(), "$set") && bson_iter_recurse(&it, &field)) {
+    while (bson_iter_next(&field))
+      out += (out.empty() ? "" : ",") + std::string(bson_iter_key(&field));
+  }
+  return out;
+}
+
+// The server's update and delete of lock documents and tickets by MongoStore's filter and update.
+std::int64_t update_lock(mongolock::MemoryStore& server, const SharedDoc& filter, const SharedDoc& update) {
+  return server.update_where([&](const LockRecord& lock) { return record_matches(filter, lock); }, set_fields(update),
+                             [&](LockRecord& lock) { apply_to_lock(update, lock); });
+}
 
 constexpr Millis k_operation_timeout{3000}; // a call without CallLimits (acquire, release): the URI's timeouts
 constexpr Millis k_connect_timeout{500};    // how long a call to an unreachable server takes to fail
@@ -183,6 +260,7 @@ bool SimStore::insert(LockRecord& lock) {
   if (lock.id.empty()) lock.id = fmt::format("{:08x}{:016x}", m_client.id(), ++m_next_id); // client-side, as a driver
   auto copy = lock;
   if (m_world.config().plant == Plant::long_expiry) copy.expires_at += m_world.config().timing.ttl;
+  copy = stored(copy);
   m_client.m_in_hand.insert(lock.id);
   const bool grant_check = m_client.m_waiter != nullptr;
   const auto waiting_since = m_client.m_waiting_since;
@@ -203,10 +281,12 @@ std::int64_t SimStore::remove(const LockSelector& which) { return remove_returni
 
 std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) {
   const auto selector = sent(which);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
   return call<std::optional<LockRecord>>(
       "findAndModify (remove)",
-      [this, selector] {
-        auto removed = m_world.server().remove_returning(selector);
+      [this, selector, filter] {
+        auto removed =
+            m_world.server().remove_where([&](const LockRecord& lock) { return record_matches(filter, lock); });
         if (removed) {
           m_world.note(fmt::format("  server: delete {} ({}) by c{}{}", removed->program, removed->id, m_client.id(),
                                    selector.expired_by ? " (takeover)" : ""));
@@ -225,10 +305,13 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
     selector.token.reset();
   }
   const auto sent_at = m_world.now();
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(selector, out); });
+  const auto update =
+      make_doc([&](bson_t* out) { mongolock::store::renew_update(expires_at, renewed_at, ttl, mark_waiters, out); });
   const auto matched = call<std::int64_t>(
       "findAndModify (renew)",
-      [this, selector, expires_at, renewed_at, ttl, mark_waiters] {
-        const auto n = m_world.server().renew(selector, expires_at, renewed_at, ttl, mark_waiters);
+      [this, selector, filter, update] {
+        const auto n = update_lock(m_world.server(), filter, update);
         m_world.note(fmt::format("  server: renewal of {} by c{}: matched {}", selector.program, m_client.id(), n));
         return n;
       },
@@ -244,18 +327,20 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
 
 std::int64_t SimStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
   const auto selector = sent(which);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
+  const auto update = make_doc([&](bson_t* out) { mongolock::store::release_update(released_at, expires_at, out); });
   return call<std::int64_t>(
-      "update (released)",
-      [this, selector, released_at, expires_at] {
-        return m_world.server().mark_released(selector, released_at, expires_at);
-      },
+      "update (released)", [this, filter, update] { return update_lock(m_world.server(), filter, update); },
       Write::update);
 }
 
 std::int64_t SimStore::set_fence(const LockSelector& which, std::int64_t fence) {
   const auto selector = sent(which);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
+  const auto update = make_doc([&](bson_t* out) { mongolock::store::fence_update(fence, out); });
   return call<std::int64_t>(
-      "update (fence)", [this, selector, fence] { return m_world.server().set_fence(selector, fence); }, Write::update);
+      "update (fence)", [this, filter, update] { return update_lock(m_world.server(), filter, update); },
+      Write::update);
 }
 
 void SimStore::mark_waiters(const LockSelector& which) {
@@ -296,6 +381,11 @@ std::int64_t SimStore::highest_ticket() {
 
 bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
   auto copy = ticket;
+  {
+    const Doc doc; // MongoStore's document, read back as MongoStore reads it (the server assigns the _id here)
+    mongolock::store::to_bson(copy, doc.get());
+    copy = mongolock::store::ticket_from_bson(doc.get());
+  }
   auto id = std::make_shared<std::string>();
   const bool inserted = call<bool>(
       "insert (ticket)",
@@ -312,23 +402,38 @@ bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
 }
 
 std::int64_t SimStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
-  const std::string i(id);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_filter(id, now, out); });
+  const auto update = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_update(expires_at, out); });
   return call<std::int64_t>(
-      "update (ticket)", [this, i, now, expires_at] { return m_world.server().renew_ticket(i, now, expires_at); },
+      "update (ticket)",
+      [this, filter, update] {
+        return m_world.server().update_ticket_where([&](const TicketRecord& t) { return record_matches(filter, t); },
+                                                    [&](TicketRecord& t) { apply_to_ticket(update, t); });
+      },
       Write::update);
 }
 
 std::int64_t SimStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
-  const std::string i(id);
+  const auto filter =
+      make_doc([&](bson_t* out) { mongolock::store::ticket_remove_filter(id, expired_at_or_before, out); });
   return call<std::int64_t>(
       "delete (ticket)",
-      [this, i, expired_at_or_before] { return m_world.server().remove_ticket(i, expired_at_or_before); },
+      [this, filter] {
+        return m_world.server().remove_ticket_where([&](const TicketRecord& t) { return record_matches(filter, t); });
+      },
       Write::update);
 }
 
 std::vector<mongolock::TicketRecord> SimStore::tickets(const std::vector<std::string>& names) {
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::tickets_filter(names, out); });
   return call<std::vector<mongolock::TicketRecord>>(
-      "find (tickets)", [this, names] { return m_world.server().tickets(names); }, Write::read);
+      "find (tickets)",
+      [this, filter] {
+        auto all = m_world.server().tickets({}); // in line order, as MongoStore's sort
+        std::erase_if(all, [&](const TicketRecord& t) { return !record_matches(filter, t); });
+        return all;
+      },
+      Write::read);
 }
 
 void SimStore::append_event(std::string_view name, std::string_view ticket) {
