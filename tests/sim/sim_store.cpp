@@ -85,10 +85,67 @@ std::string set_fields(const SharedDoc& update) {
   return out;
 }
 
-// The server's update and delete of lock documents and tickets by MongoStore's filter and update.
-std::int64_t update_lock(mongolock::MemoryStore& server, const SharedDoc& filter, const SharedDoc& update) {
-  return server.update_where([&](const LockRecord& lock) { return record_matches(filter, lock); }, set_fields(update),
-                             [&](LockRecord& lock) { apply_to_lock(update, lock); });
+std::string json(const bson_t* doc) {
+  char* text = bson_as_relaxed_extended_json(doc, nullptr);
+  std::string out = text;
+  bson_free(text);
+  return out;
+}
+
+template <typename Record> std::string record_json(const Record& record) {
+  const Doc doc;
+  mongolock::store::to_bson(record, doc.get());
+  return json(doc.get());
+}
+
+// The oracle: LockStore's contract for each call (lock_store.hpp: which documents a LockSelector selects, what
+// renew/mark_released/set_fence and the tickets' calls write), as MemoryStore implements it. MongoStore's
+// filter and update are checked against it on every document the server evaluates them on: a filter that
+// selects otherwise, or an update that writes otherwise, is a violation at once, even where the schedule's
+// invariants would not notice (a renewal that never matches is only a lost lease).
+template <typename Record> using Contract = std::function<bool(const Record&)>;
+template <typename Record> using Change = std::function<void(Record&)>;
+
+template <typename Record>
+bool checked_match(const char* call, const SharedDoc& filter, const Record& record, const Contract<Record>& contract) {
+  const bool selected = record_matches(filter, record);
+  if (selected != contract(record)) {
+    throw Violation(fmt::format("MongoStore's filter of {} {} {} the document {}, against LockStore's contract "
+                                "(lock_store.hpp)",
+                                call, json(filter->get()), selected ? "selects" : "does not select",
+                                record_json(record)));
+  }
+  return selected;
+}
+
+template <typename Record>
+void check_written(const char* call, const SharedDoc& update, const Record& written, const Record& expected) {
+  const Doc a;
+  const Doc b;
+  mongolock::store::to_bson(written, a.get());
+  mongolock::store::to_bson(expected, b.get());
+  if (!bson_equal(a.get(), b.get())) {
+    throw Violation(fmt::format("MongoStore's update of {} {} wrote {}, LockStore's contract (lock_store.hpp) {}", call,
+                                json(update->get()), json(a.get()), json(b.get())));
+  }
+}
+
+// The server's update of a lock document by MongoStore's filter and update, checked against the contract.
+std::int64_t update_lock(mongolock::MemoryStore& server, const char* call, const SharedDoc& filter,
+                         const SharedDoc& update, const Contract<LockRecord>& contract,
+                         const Change<LockRecord>& change) {
+  return server.update_where([&](const LockRecord& lock) { return checked_match(call, filter, lock, contract); },
+                             set_fields(update),
+                             [&](LockRecord& lock) {
+                               auto expected = lock;
+                               change(expected);
+                               apply_to_lock(update, lock);
+                               check_written(call, update, lock, expected);
+                             });
+}
+
+Contract<LockRecord> selects(const LockSelector& which) {
+  return [which](const LockRecord& lock) { return mongolock::selects(which, lock); };
 }
 
 constexpr Millis k_operation_timeout{3000}; // a call without CallLimits (acquire, release): the URI's timeouts
@@ -285,8 +342,8 @@ std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) 
   return call<std::optional<LockRecord>>(
       "findAndModify (remove)",
       [this, selector, filter] {
-        auto removed =
-            m_world.server().remove_where([&](const LockRecord& lock) { return record_matches(filter, lock); });
+        auto removed = m_world.server().remove_where(
+            [&](const LockRecord& lock) { return checked_match("delete", filter, lock, selects(selector)); });
         if (removed) {
           m_world.note(fmt::format("  server: delete {} ({}) by c{}{}", removed->program, removed->id, m_client.id(),
                                    selector.expired_by ? " (takeover)" : ""));
@@ -310,8 +367,15 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
       make_doc([&](bson_t* out) { mongolock::store::renew_update(expires_at, renewed_at, ttl, mark_waiters, out); });
   const auto matched = call<std::int64_t>(
       "findAndModify (renew)",
-      [this, selector, filter, update] {
-        const auto n = update_lock(m_world.server(), filter, update);
+      [this, selector, filter, update, expires_at, renewed_at, ttl, mark_waiters] {
+        auto live = selector; // LockStore::renew: never a released document
+        live.not_released = true;
+        const auto n = update_lock(m_world.server(), "renew", filter, update, selects(live), [&](LockRecord& lock) {
+          lock.expires_at = expires_at;
+          lock.renewed_at = renewed_at;
+          lock.ttl = ttl;
+          lock.waiters = lock.waiters || mark_waiters;
+        });
         m_world.note(fmt::format("  server: renewal of {} by c{}: matched {}", selector.program, m_client.id(), n));
         return n;
       },
@@ -330,7 +394,13 @@ std::int64_t SimStore::mark_released(const LockSelector& which, ServerTime relea
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
   const auto update = make_doc([&](bson_t* out) { mongolock::store::release_update(released_at, expires_at, out); });
   return call<std::int64_t>(
-      "update (released)", [this, filter, update] { return update_lock(m_world.server(), filter, update); },
+      "update (released)",
+      [this, selector, filter, update, released_at, expires_at] {
+        return update_lock(m_world.server(), "mark_released", filter, update, selects(selector), [&](LockRecord& lock) {
+          lock.released_at = released_at;
+          lock.expires_at = expires_at;
+        });
+      },
       Write::update);
 }
 
@@ -339,7 +409,11 @@ std::int64_t SimStore::set_fence(const LockSelector& which, std::int64_t fence) 
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
   const auto update = make_doc([&](bson_t* out) { mongolock::store::fence_update(fence, out); });
   return call<std::int64_t>(
-      "update (fence)", [this, filter, update] { return update_lock(m_world.server(), filter, update); },
+      "update (fence)",
+      [this, selector, filter, update, fence] {
+        return update_lock(m_world.server(), "set_fence", filter, update, selects(selector),
+                           [&](LockRecord& lock) { lock.fence = fence; });
+      },
       Write::update);
 }
 
@@ -404,11 +478,20 @@ bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
 std::int64_t SimStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_filter(id, now, out); });
   const auto update = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_update(expires_at, out); });
+  const Contract<TicketRecord> contract = [i = std::string(id), now](const TicketRecord& t) {
+    return t.id == i && t.expires_at > now;
+  };
   return call<std::int64_t>(
       "update (ticket)",
-      [this, filter, update] {
-        return m_world.server().update_ticket_where([&](const TicketRecord& t) { return record_matches(filter, t); },
-                                                    [&](TicketRecord& t) { apply_to_ticket(update, t); });
+      [this, filter, update, contract, expires_at] {
+        return m_world.server().update_ticket_where(
+            [&](const TicketRecord& t) { return checked_match("renew_ticket", filter, t, contract); },
+            [&](TicketRecord& t) {
+              auto expected = t;
+              expected.expires_at = expires_at;
+              apply_to_ticket(update, t);
+              check_written("renew_ticket", update, t, expected);
+            });
       },
       Write::update);
 }
@@ -416,10 +499,14 @@ std::int64_t SimStore::renew_ticket(std::string_view id, ServerTime now, ServerT
 std::int64_t SimStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
   const auto filter =
       make_doc([&](bson_t* out) { mongolock::store::ticket_remove_filter(id, expired_at_or_before, out); });
+  const Contract<TicketRecord> contract = [i = std::string(id), expired_at_or_before](const TicketRecord& t) {
+    return t.id == i && (!expired_at_or_before || t.expires_at <= *expired_at_or_before);
+  };
   return call<std::int64_t>(
       "delete (ticket)",
-      [this, filter] {
-        return m_world.server().remove_ticket_where([&](const TicketRecord& t) { return record_matches(filter, t); });
+      [this, filter, contract] {
+        return m_world.server().remove_ticket_where(
+            [&](const TicketRecord& t) { return checked_match("remove_ticket", filter, t, contract); });
       },
       Write::update);
 }
@@ -428,9 +515,12 @@ std::vector<mongolock::TicketRecord> SimStore::tickets(const std::vector<std::st
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::tickets_filter(names, out); });
   return call<std::vector<mongolock::TicketRecord>>(
       "find (tickets)",
-      [this, filter] {
+      [this, filter, names] {
         auto all = m_world.server().tickets({}); // in line order, as MongoStore's sort
-        std::erase_if(all, [&](const TicketRecord& t) { return !record_matches(filter, t); });
+        const Contract<TicketRecord> contract = [&](const TicketRecord& t) {
+          return names.empty() || std::find(names.begin(), names.end(), t.name) != names.end();
+        };
+        std::erase_if(all, [&](const TicketRecord& t) { return !checked_match("tickets", filter, t, contract); });
         return all;
       },
       Write::read);
