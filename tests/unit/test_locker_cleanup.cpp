@@ -1,10 +1,11 @@
-// Locker's clean-up after a failed write whose outcome is unknown, on the in-memory store behind a store that
-// applies a write and then reports it failed (a timeout or a lost reply after the server wrote).
+// Clean-up after a failed write (Locker's insert, WaitQueue's join), on the in-memory store behind a store that
+// applies a write and then reports it failed (a timeout or a lost reply after the server wrote), or fails it.
 #include <doctest/doctest.h>
 
 #include <mongolock/error.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/memory_store.hpp>
+#include <mongolock/queue.hpp>
 
 using namespace mongolock;
 using namespace std::chrono_literals;
@@ -12,10 +13,12 @@ using namespace std::chrono_literals;
 namespace {
 
 // A LockStore whose insert of a lock is applied by `inner` and then throws Error (69), as a call whose reply
-// was lost; every other call goes to `inner` unchanged.
+// was lost; with `failing_ticket` N, the Nth insert of a queue ticket throws Error (69) instead (not applied).
+// Every other call goes to `inner` unchanged.
 class InsertAppliedThenFails final : public LockStore {
 public:
-  explicit InsertAppliedThenFails(MemoryStore& inner) : m_inner(inner) {}
+  explicit InsertAppliedThenFails(MemoryStore& inner, int failing_ticket = 0)
+      : m_inner(inner), m_failing_ticket(failing_ticket) {}
   const ServerClock& clock() override { return m_inner.clock(); }
   void reconnect(std::optional<CallLimits> limits) override { m_inner.reconnect(limits); }
   void ensure_indexes() override { m_inner.ensure_indexes(); }
@@ -38,7 +41,10 @@ public:
   std::optional<LockRecord> find(std::string_view program) override { return m_inner.find(program); }
   std::vector<LockRecord> list(std::optional<std::string_view> name) override { return m_inner.list(name); }
   std::int64_t highest_ticket() override { return m_inner.highest_ticket(); }
-  bool insert_ticket(TicketRecord& ticket) override { return m_inner.insert_ticket(ticket); }
+  bool insert_ticket(TicketRecord& ticket) override {
+    if (++m_tickets == m_failing_ticket) throw unavailable_error("insert of a queue ticket: server unreachable");
+    return m_inner.insert_ticket(ticket);
+  }
   std::int64_t renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) override {
     return m_inner.renew_ticket(id, now, expires_at);
   }
@@ -54,6 +60,8 @@ public:
 
 private:
   MemoryStore& m_inner;
+  int m_failing_ticket;
+  int m_tickets = 0;
 };
 
 } // namespace
@@ -83,4 +91,13 @@ TEST_CASE("A failed insert that the server applied is deleted at once (by _id an
     REQUIRE(other.documents().size() == 1);
     CHECK(other.documents().begin()->second.token == "theirs");
   }
+}
+
+TEST_CASE("A join of several names that fails on the second leaves no ticket of the first behind") {
+  MemoryStore store;
+  InsertAppliedThenFails failing(store, 2);
+  const Log quiet(Verbosity::quiet);
+  WaitQueue queue(failing, quiet);
+  CHECK_THROWS_AS(queue.join({"a", "b"}, "h:1"), Error);
+  CHECK(store.tickets({}).empty()); // at once: others need not wait out the ticket's lease
 }
