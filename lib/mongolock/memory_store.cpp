@@ -73,9 +73,13 @@ bool MemoryStore::insert(LockRecord& lock) {
 
 std::int64_t MemoryStore::update(const LockSelector& which, const std::string& fields,
                                  const std::function<void(LockRecord&)>& change) {
-  const auto it = m_locks.find(which.program);
-  if (it == m_locks.end() || !selects(which, it->second)) return 0;
-  m_writes.push_back({"update", which.program, fields});
+  return update_where([&](const LockRecord& lock) { return selects(which, lock); }, fields, change);
+}
+
+std::int64_t MemoryStore::update_where(const LockMatch& match, const std::string& fields, const LockChange& change) {
+  const auto it = std::find_if(m_locks.begin(), m_locks.end(), [&](const auto& entry) { return match(entry.second); });
+  if (it == m_locks.end()) return 0;
+  m_writes.push_back({"update", it->first, fields});
   if (m_semantics == WriteSemantics::mongodb) {
     change(it->second);
     run_between();
@@ -85,7 +89,7 @@ std::int64_t MemoryStore::update(const LockSelector& which, const std::string& f
   auto copy = it->second;
   run_between();
   change(copy);
-  const auto now_there = m_locks.find(which.program);
+  const auto now_there = m_locks.find(copy.program);
   if (now_there != m_locks.end() && now_there->second.id == copy.id) now_there->second = copy;
   return 1;
 }
@@ -93,9 +97,13 @@ std::int64_t MemoryStore::update(const LockSelector& which, const std::string& f
 std::int64_t MemoryStore::remove(const LockSelector& which) { return remove_returning(which) ? 1 : 0; }
 
 std::optional<LockRecord> MemoryStore::remove_returning(const LockSelector& which) {
-  const auto it = m_locks.find(which.program);
-  if (it == m_locks.end() || !selects(which, it->second)) return std::nullopt;
-  m_writes.push_back({"delete", which.program, ""});
+  return remove_where([&](const LockRecord& lock) { return selects(which, lock); });
+}
+
+std::optional<LockRecord> MemoryStore::remove_where(const LockMatch& match) {
+  const auto it = std::find_if(m_locks.begin(), m_locks.end(), [&](const auto& entry) { return match(entry.second); });
+  if (it == m_locks.end()) return std::nullopt;
+  m_writes.push_back({"delete", it->first, ""});
   auto removed = it->second;
   if (m_semantics == WriteSemantics::mongodb) {
     m_locks.erase(it);
@@ -103,7 +111,7 @@ std::optional<LockRecord> MemoryStore::remove_returning(const LockSelector& whic
     return removed;
   }
   run_between(); // FerretDB v1: deleted by _id afterwards, without checking the filter again
-  const auto now_there = m_locks.find(which.program);
+  const auto now_there = m_locks.find(removed.program);
   if (now_there != m_locks.end() && now_there->second.id == removed.id) m_locks.erase(now_there);
   return removed;
 }
@@ -174,18 +182,22 @@ bool MemoryStore::insert_ticket(TicketRecord& ticket) {
 }
 
 std::int64_t MemoryStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
-  const auto it = std::find_if(m_tickets.begin(), m_tickets.end(),
-                               [&](const TicketRecord& t) { return t.id == id && t.expires_at > now; });
+  return update_ticket_where([&](const TicketRecord& t) { return t.id == id && t.expires_at > now; },
+                             [&](TicketRecord& t) { t.expires_at = expires_at; });
+}
+
+std::int64_t MemoryStore::update_ticket_where(const TicketMatch& match, const TicketChange& change) {
+  const auto it = std::find_if(m_tickets.begin(), m_tickets.end(), match);
   if (it == m_tickets.end()) return 0;
   if (m_semantics == WriteSemantics::mongodb) {
-    it->expires_at = expires_at;
+    change(*it);
     run_between();
     return 1;
   }
   // FerretDB v1: read, (others write), change the copy, write the whole copy back by _id.
   auto copy = *it;
   run_between();
-  copy.expires_at = expires_at;
+  change(copy);
   const auto now_there =
       std::find_if(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) { return t.id == copy.id; });
   if (now_there != m_tickets.end()) *now_there = copy;
@@ -193,9 +205,13 @@ std::int64_t MemoryStore::renew_ticket(std::string_view id, ServerTime now, Serv
 }
 
 std::int64_t MemoryStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
-  const auto it = std::find_if(m_tickets.begin(), m_tickets.end(), [&](const TicketRecord& t) {
+  return remove_ticket_where([&](const TicketRecord& t) {
     return t.id == id && (!expired_at_or_before || t.expires_at <= *expired_at_or_before);
   });
+}
+
+std::int64_t MemoryStore::remove_ticket_where(const TicketMatch& match) {
+  const auto it = std::find_if(m_tickets.begin(), m_tickets.end(), match);
   if (it == m_tickets.end()) return 0;
   if (m_semantics == WriteSemantics::mongodb) {
     m_tickets.erase(it);

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,23 @@ public:
   // 0.2.0 did; mongolock itself no longer sends it): for tests of what such a write does. Returns the
   // number matched.
   std::int64_t mark_waiters(const LockSelector& which);
+
+  // Writes whose condition and change the caller decides, with the store's write semantics (those of
+  // update() and remove_returning() below): the simulator evaluates MongoStore's own BSON filter and update
+  // on each document (tests/sim/sim_store.cpp). A match is tried on the documents in order of program
+  // (lock documents) or of insertion (tickets); the first that matches is written.
+  using LockMatch = std::function<bool(const LockRecord&)>;
+  using LockChange = std::function<void(LockRecord&)>;
+  using TicketMatch = std::function<bool(const TicketRecord&)>;
+  using TicketChange = std::function<void(TicketRecord&)>;
+  // Updates the first lock document `match` selects with `change`; `fields` as in lock_writes(). Returns
+  // the number matched (0 or 1).
+  std::int64_t update_where(const LockMatch& match, const std::string& fields, const LockChange& change);
+  // Deletes the first lock document `match` selects and returns it (nullopt: none matched).
+  std::optional<LockRecord> remove_where(const LockMatch& match);
+  // The same for queue tickets. Return the number matched (0 or 1).
+  std::int64_t update_ticket_where(const TicketMatch& match, const TicketChange& change);
+  std::int64_t remove_ticket_where(const TicketMatch& match);
 
   // The store's lock documents, as stored (for assertions).
   [[nodiscard]] const std::map<std::string, LockRecord>& documents() const { return m_locks; }

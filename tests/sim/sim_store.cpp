@@ -1,8 +1,10 @@
 #include "sim_store.hpp"
 
+#include "bson_eval.hpp"
 #include "client.hpp"
 
 #include <mongolock/error.hpp>
+#include <mongolock/store/commands.hpp>
 
 #include <fmt/format.h>
 
@@ -11,8 +13,140 @@ namespace sim {
 using mongolock::Error;
 using mongolock::LockRecord;
 using mongolock::LockSelector;
+using mongolock::TicketRecord;
 
 namespace {
+
+// --- MongoStore's documents on the server's records ---------------------------------------------------
+// Every write's filter and update is the one MongoStore sends (store/commands.hpp), built when the call is
+// sent and evaluated on the stored records as BSON documents (bson_eval.hpp); every inserted document is
+// MongoStore's, read back as MongoStore reads it. So a wrong operator or a missing condition in MongoStore's
+// documents is a wrong write here too.
+
+// An owned BSON document, shared by a call and its server operation.
+class Doc {
+public:
+  Doc() : m_doc(bson_new()) {}
+  ~Doc() { bson_destroy(m_doc); }
+  Doc(const Doc&) = delete;
+  Doc& operator=(const Doc&) = delete;
+  [[nodiscard]] bson_t* get() const { return m_doc; }
+
+private:
+  bson_t* m_doc;
+};
+using SharedDoc = std::shared_ptr<const Doc>;
+
+// A document built by `build(bson_t*)`.
+template <typename Build> SharedDoc make_doc(Build&& build) {
+  auto doc = std::make_shared<Doc>();
+  build(doc->get());
+  return doc;
+}
+
+template <typename Record> bool record_matches(const SharedDoc& filter, const Record& record) {
+  const Doc doc;
+  mongolock::store::to_bson(record, doc.get());
+  return matches(filter->get(), doc.get());
+}
+
+// `lock` as MongoStore stores it and reads it back (its insert and its reads).
+LockRecord stored(const LockRecord& lock) {
+  const Doc doc;
+  mongolock::store::to_bson(lock, doc.get());
+  return mongolock::store::from_bson(doc.get());
+}
+
+void apply_to_lock(const SharedDoc& update, LockRecord& lock) {
+  const Doc doc;
+  const Doc out;
+  mongolock::store::to_bson(lock, doc.get());
+  apply_update(update->get(), doc.get(), out.get());
+  lock = mongolock::store::from_bson(out.get());
+}
+
+void apply_to_ticket(const SharedDoc& update, TicketRecord& ticket) {
+  const Doc doc;
+  const Doc out;
+  mongolock::store::to_bson(ticket, doc.get());
+  apply_update(update->get(), doc.get(), out.get());
+  ticket = mongolock::store::ticket_from_bson(out.get());
+}
+
+// The fields an update sets, as MemoryStore logs them ("expires_at,renewed_at,ttl_ms").
+std::string set_fields(const SharedDoc& update) {
+  std::string out;
+  bson_iter_t it;
+  bson_iter_t field;
+  if (bson_iter_init_find(&it, update->get(), "$set") && bson_iter_recurse(&it, &field)) {
+    while (bson_iter_next(&field))
+      out += (out.empty() ? "" : ",") + std::string(bson_iter_key(&field));
+  }
+  return out;
+}
+
+std::string json(const bson_t* doc) {
+  char* text = bson_as_relaxed_extended_json(doc, nullptr);
+  std::string out = text;
+  bson_free(text);
+  return out;
+}
+
+template <typename Record> std::string record_json(const Record& record) {
+  const Doc doc;
+  mongolock::store::to_bson(record, doc.get());
+  return json(doc.get());
+}
+
+// The oracle: LockStore's contract for each call (lock_store.hpp: which documents a LockSelector selects, what
+// renew/mark_released/set_fence and the tickets' calls write), as MemoryStore implements it. MongoStore's
+// filter and update are checked against it on every document the server evaluates them on: a filter that
+// selects otherwise, or an update that writes otherwise, is a violation at once, even where the schedule's
+// invariants would not notice (a renewal that never matches is only a lost lease).
+template <typename Record> using Contract = std::function<bool(const Record&)>;
+template <typename Record> using Change = std::function<void(Record&)>;
+
+template <typename Record>
+bool checked_match(const char* call, const SharedDoc& filter, const Record& record, const Contract<Record>& contract) {
+  const bool selected = record_matches(filter, record);
+  if (selected != contract(record)) {
+    throw Violation(fmt::format("MongoStore's filter of {} {} {} the document {}, against LockStore's contract "
+                                "(lock_store.hpp)",
+                                call, json(filter->get()), selected ? "selects" : "does not select",
+                                record_json(record)));
+  }
+  return selected;
+}
+
+template <typename Record>
+void check_written(const char* call, const SharedDoc& update, const Record& written, const Record& expected) {
+  const Doc a;
+  const Doc b;
+  mongolock::store::to_bson(written, a.get());
+  mongolock::store::to_bson(expected, b.get());
+  if (!bson_equal(a.get(), b.get())) {
+    throw Violation(fmt::format("MongoStore's update of {} {} wrote {}, LockStore's contract (lock_store.hpp) {}", call,
+                                json(update->get()), json(a.get()), json(b.get())));
+  }
+}
+
+// The server's update of a lock document by MongoStore's filter and update, checked against the contract.
+std::int64_t update_lock(mongolock::MemoryStore& server, const char* call, const SharedDoc& filter,
+                         const SharedDoc& update, const Contract<LockRecord>& contract,
+                         const Change<LockRecord>& change) {
+  return server.update_where([&](const LockRecord& lock) { return checked_match(call, filter, lock, contract); },
+                             set_fields(update),
+                             [&](LockRecord& lock) {
+                               auto expected = lock;
+                               change(expected);
+                               apply_to_lock(update, lock);
+                               check_written(call, update, lock, expected);
+                             });
+}
+
+Contract<LockRecord> selects(const LockSelector& which) {
+  return [which](const LockRecord& lock) { return mongolock::selects(which, lock); };
+}
 
 constexpr Millis k_operation_timeout{3000}; // a call without CallLimits (acquire, release): the URI's timeouts
 constexpr Millis k_connect_timeout{500};    // how long a call to an unreachable server takes to fail
@@ -187,6 +321,7 @@ bool SimStore::insert(LockRecord& lock) {
   if (lock.id.empty()) lock.id = fmt::format("{:08x}{:016x}", m_client.id(), ++m_next_id); // client-side, as a driver
   auto copy = lock;
   if (m_world.config().plant == Plant::long_expiry) copy.expires_at += m_world.config().timing.ttl;
+  copy = stored(copy);
   m_client.m_in_hand.insert(lock.id);
   const bool grant_check = m_client.m_waiter != nullptr;
   const auto waiting_since = m_client.m_waiting_since;
@@ -207,10 +342,12 @@ std::int64_t SimStore::remove(const LockSelector& which) { return remove_returni
 
 std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) {
   const auto selector = sent(which);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
   return call<std::optional<LockRecord>>(
       "findAndModify (remove)",
-      [this, selector] {
-        auto removed = m_world.server().remove_returning(selector);
+      [this, selector, filter] {
+        auto removed = m_world.server().remove_where(
+            [&](const LockRecord& lock) { return checked_match("delete", filter, lock, selects(selector)); });
         if (removed) {
           m_world.note(fmt::format("  server: delete {} ({}) by c{}{}", removed->program, removed->id, m_client.id(),
                                    selector.expired_by ? " (takeover)" : ""));
@@ -229,10 +366,20 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
     selector.token.reset();
   }
   const auto sent_at = m_world.now();
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(selector, out); });
+  const auto update =
+      make_doc([&](bson_t* out) { mongolock::store::renew_update(expires_at, renewed_at, ttl, mark_waiters, out); });
   const auto matched = call<std::int64_t>(
       "findAndModify (renew)",
-      [this, selector, expires_at, renewed_at, ttl, mark_waiters] {
-        const auto n = m_world.server().renew(selector, expires_at, renewed_at, ttl, mark_waiters);
+      [this, selector, filter, update, expires_at, renewed_at, ttl, mark_waiters] {
+        auto live = selector; // LockStore::renew: never a released document
+        live.not_released = true;
+        const auto n = update_lock(m_world.server(), "renew", filter, update, selects(live), [&](LockRecord& lock) {
+          lock.expires_at = expires_at;
+          lock.renewed_at = renewed_at;
+          lock.ttl = ttl;
+          lock.waiters = lock.waiters || mark_waiters;
+        });
         m_world.note(fmt::format("  server: renewal of {} by c{}: matched {}", selector.program, m_client.id(), n));
         return n;
       },
@@ -248,18 +395,30 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
 
 std::int64_t SimStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
   const auto selector = sent(which);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
+  const auto update = make_doc([&](bson_t* out) { mongolock::store::release_update(released_at, expires_at, out); });
   return call<std::int64_t>(
       "update (released)",
-      [this, selector, released_at, expires_at] {
-        return m_world.server().mark_released(selector, released_at, expires_at);
+      [this, selector, filter, update, released_at, expires_at] {
+        return update_lock(m_world.server(), "mark_released", filter, update, selects(selector), [&](LockRecord& lock) {
+          lock.released_at = released_at;
+          lock.expires_at = expires_at;
+        });
       },
       Write::update);
 }
 
 std::int64_t SimStore::set_fence(const LockSelector& which, std::int64_t fence) {
   const auto selector = sent(which);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
+  const auto update = make_doc([&](bson_t* out) { mongolock::store::fence_update(fence, out); });
   return call<std::int64_t>(
-      "update (fence)", [this, selector, fence] { return m_world.server().set_fence(selector, fence); }, Write::update);
+      "update (fence)",
+      [this, selector, filter, update, fence] {
+        return update_lock(m_world.server(), "set_fence", filter, update, selects(selector),
+                           [&](LockRecord& lock) { lock.fence = fence; });
+      },
+      Write::update);
 }
 
 void SimStore::mark_waiters(const LockSelector& which) {
@@ -300,6 +459,11 @@ std::int64_t SimStore::highest_ticket() {
 
 bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
   auto copy = ticket;
+  {
+    const Doc doc; // MongoStore's document, read back as MongoStore reads it (the server assigns the _id here)
+    mongolock::store::to_bson(copy, doc.get());
+    copy = mongolock::store::ticket_from_bson(doc.get());
+  }
   auto id = std::make_shared<std::string>();
   const bool inserted = call<bool>(
       "insert (ticket)",
@@ -316,23 +480,54 @@ bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
 }
 
 std::int64_t SimStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
-  const std::string i(id);
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_filter(id, now, out); });
+  const auto update = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_update(expires_at, out); });
+  const Contract<TicketRecord> contract = [i = std::string(id), now](const TicketRecord& t) {
+    return t.id == i && t.expires_at > now;
+  };
   return call<std::int64_t>(
-      "update (ticket)", [this, i, now, expires_at] { return m_world.server().renew_ticket(i, now, expires_at); },
+      "update (ticket)",
+      [this, filter, update, contract, expires_at] {
+        return m_world.server().update_ticket_where(
+            [&](const TicketRecord& t) { return checked_match("renew_ticket", filter, t, contract); },
+            [&](TicketRecord& t) {
+              auto expected = t;
+              expected.expires_at = expires_at;
+              apply_to_ticket(update, t);
+              check_written("renew_ticket", update, t, expected);
+            });
+      },
       Write::update);
 }
 
 std::int64_t SimStore::remove_ticket(std::string_view id, std::optional<ServerTime> expired_at_or_before) {
-  const std::string i(id);
+  const auto filter =
+      make_doc([&](bson_t* out) { mongolock::store::ticket_remove_filter(id, expired_at_or_before, out); });
+  const Contract<TicketRecord> contract = [i = std::string(id), expired_at_or_before](const TicketRecord& t) {
+    return t.id == i && (!expired_at_or_before || t.expires_at <= *expired_at_or_before);
+  };
   return call<std::int64_t>(
       "delete (ticket)",
-      [this, i, expired_at_or_before] { return m_world.server().remove_ticket(i, expired_at_or_before); },
+      [this, filter, contract] {
+        return m_world.server().remove_ticket_where(
+            [&](const TicketRecord& t) { return checked_match("remove_ticket", filter, t, contract); });
+      },
       Write::update);
 }
 
 std::vector<mongolock::TicketRecord> SimStore::tickets(const std::vector<std::string>& names) {
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::tickets_filter(names, out); });
   return call<std::vector<mongolock::TicketRecord>>(
-      "find (tickets)", [this, names] { return m_world.server().tickets(names); }, Write::read);
+      "find (tickets)",
+      [this, filter, names] {
+        auto all = m_world.server().tickets({}); // in line order, as MongoStore's sort
+        const Contract<TicketRecord> contract = [&](const TicketRecord& t) {
+          return names.empty() || std::find(names.begin(), names.end(), t.name) != names.end();
+        };
+        std::erase_if(all, [&](const TicketRecord& t) { return !checked_match("tickets", filter, t, contract); });
+        return all;
+      },
+      Write::read);
 }
 
 void SimStore::append_event(std::string_view name, std::string_view ticket) {

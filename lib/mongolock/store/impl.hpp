@@ -209,8 +209,8 @@ struct MongoStore::Impl {
     if (!clock) refresh_clock();
   }
 
-  // updateOne({selector}, {$set: set}); returns matchedCount.
-  std::int64_t update(const LockSelector& which, const bson_t* set, std::string_view what);
+  // updateOne({selector}, update) (store/commands.hpp builds the update); returns matchedCount.
+  std::int64_t update(const LockSelector& which, const bson_t* update, std::string_view what);
 
   // createIndexes on `target` with one ascending key per field. Returns false with `error` set on failure.
   bool try_create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,

@@ -1,4 +1,5 @@
 // MongoStore: the lock documents (insert, renew, release, purge, find, list) and the fencing tokens.
+#include <mongolock/store/commands.hpp>
 #include <mongolock/store/impl.hpp>
 #include <mongolock/unique_seq.hpp>
 
@@ -12,7 +13,7 @@ namespace mongolock {
 
 using namespace store;
 
-namespace {
+namespace store {
 
 void to_bson(const LockRecord& lock, bson_t* doc) {
   append_id(doc, lock.id);
@@ -38,6 +39,10 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   if (lock.pid_start && *lock.pid_start > 0) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
   if (lock.replace_seq) BSON_APPEND_INT64(doc, "replace_seq", *lock.replace_seq);
 }
+
+} // namespace store
+
+namespace {
 
 // How one field of a lock document is read into a LockRecord; a value of an unexpected type is ignored.
 using LockField = void (*)(LockRecord&, const bson_iter_t&);
@@ -103,6 +108,10 @@ const std::map<std::string_view, LockField, std::less<>>& lock_fields() {
   return fields;
 }
 
+} // namespace
+
+namespace store {
+
 // Reads a lock document; fields of unexpected types are left at their defaults, and the first of the
 // protocol's own (dates, program, process, token) is named in LockRecord::malformed, as is a missing
 // expires_at.
@@ -158,7 +167,40 @@ void append_selector(bson_t* doc, const LockSelector& which) {
   }
 }
 
-} // namespace
+void renew_filter(const LockSelector& which, bson_t* out) {
+  // Never a released document (released_at set: its expiry is the end of the minimum hold), whoever built
+  // the selector: a renewal that arrives after the release would move that expiry back.
+  auto live = which;
+  live.not_released = true;
+  append_selector(out, live);
+}
+
+void renew_update(ServerTime expires_at, ServerTime renewed_at, Millis ttl, bool mark_waiters, bson_t* out) {
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(out, "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
+  BSON_APPEND_DATE_TIME(&set, "renewed_at", to_bson_date(renewed_at));
+  BSON_APPEND_INT64(&set, "ttl_ms", ttl.count());
+  if (mark_waiters) BSON_APPEND_BOOL(&set, "waiters", true);
+  bson_append_document_end(out, &set);
+}
+
+void release_update(ServerTime released_at, ServerTime expires_at, bson_t* out) {
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(out, "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, "released_at", to_bson_date(released_at));
+  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
+  bson_append_document_end(out, &set);
+}
+
+void fence_update(std::int64_t fence, bson_t* out) {
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(out, "$set", &set);
+  BSON_APPEND_INT64(&set, "fence", fence);
+  bson_append_document_end(out, &set);
+}
+
+} // namespace store
 
 bool MongoStore::insert(LockRecord& lock) {
   auto& impl = *m_impl;
@@ -197,15 +239,12 @@ std::int64_t MongoStore::remove(const LockSelector& which) {
   return reply.integer("deletedCount");
 }
 
-std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* set, std::string_view what) {
+std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* update, std::string_view what) {
   Bson selector;
   append_selector(selector.get(), which);
-  Bson update;
-  BSON_APPEND_DOCUMENT(update.get(), "$set", set);
   Reply reply;
   bson_error_t error;
-  if (!mongoc_collection_update_one(collection.get(), selector.get(), update.get(), write_opts.get(), reply.get(),
-                                    &error)) {
+  if (!mongoc_collection_update_one(collection.get(), selector.get(), update, write_opts.get(), reply.get(), &error)) {
     fail_write(fmt::format("{} of lock '{}'", what, which.program), error,
                fmt::format("the lock with 'mongolock status {}'", which.program));
   }
@@ -215,27 +254,18 @@ std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* s
 std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                                bool mark_waiters) {
   m_impl->connect();
-  Bson set;
-  BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
-  BSON_APPEND_DATE_TIME(set.get(), "renewed_at", to_bson_date(renewed_at));
-  BSON_APPEND_INT64(set.get(), "ttl_ms", ttl.count());
-  if (mark_waiters) BSON_APPEND_BOOL(set.get(), "waiters", true);
+  Bson update;
+  renew_update(expires_at, renewed_at, ttl, mark_waiters, update.get());
   auto& impl = *m_impl;
   // findAndModify rather than update: both MongoDB and FerretDB v1 honour its maxTimeMS (FerretDB ignores it
   // on update), so a renewal the server could not finish in time is aborted rather than written late.
-  // Never a released document (released_at set: its expiry is the end of the minimum hold), whoever built
-  // the selector: a renewal that arrives after the release would move that expiry back.
-  auto live = which;
-  live.not_released = true;
+  // Never a released document: renew_filter().
   Bson selector;
-  append_selector(selector.get(), live);
+  renew_filter(which, selector.get());
   Bson command;
   BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
   BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
-  bson_t update;
-  BSON_APPEND_DOCUMENT_BEGIN(command.get(), "update", &update);
-  BSON_APPEND_DOCUMENT(&update, "$set", set.get());
-  bson_append_document_end(command.get(), &update);
+  BSON_APPEND_DOCUMENT(command.get(), "update", update.get());
   if (impl.call_deadline.server) {
     BSON_APPEND_INT64(command.get(), "maxTimeMS", std::max<std::int64_t>(impl.call_deadline.server->count(), 1));
   }
@@ -252,17 +282,16 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
 
 std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
   m_impl->connect();
-  Bson set;
-  BSON_APPEND_DATE_TIME(set.get(), "released_at", to_bson_date(released_at));
-  BSON_APPEND_DATE_TIME(set.get(), "expires_at", to_bson_date(expires_at));
-  return m_impl->update(which, set.get(), "release");
+  Bson update;
+  release_update(released_at, expires_at, update.get());
+  return m_impl->update(which, update.get(), "release");
 }
 
 std::int64_t MongoStore::set_fence(const LockSelector& which, std::int64_t fence) {
   m_impl->connect();
-  Bson set;
-  BSON_APPEND_INT64(set.get(), "fence", fence);
-  return m_impl->update(which, set.get(), "fencing token update");
+  Bson update;
+  fence_update(fence, update.get());
+  return m_impl->update(which, update.get(), "fencing token update");
 }
 
 std::int64_t MongoStore::next_fence(std::string_view name) {

@@ -1,4 +1,5 @@
 // MongoStore: the queue of waiters (tickets) and the wake-up events (a capped collection, a tailable cursor).
+#include <mongolock/store/commands.hpp>
 #include <mongolock/store/impl.hpp>
 
 #include <fmt/format.h>
@@ -13,7 +14,7 @@ using namespace store;
 
 // --- the queue of waiters ---------------------------------------------------------------------------
 
-namespace {
+namespace store {
 
 void to_bson(const TicketRecord& ticket, bson_t* doc) {
   append_id(doc, ticket.id);
@@ -47,7 +48,38 @@ TicketRecord ticket_from_bson(const bson_t* doc) {
   return ticket;
 }
 
-} // namespace
+void ticket_renew_filter(std::string_view id, ServerTime now, bson_t* out) {
+  append_id(out, id);
+  append_date_condition(out, "expires_at", "$gt", now);
+}
+
+void ticket_renew_update(ServerTime expires_at, bson_t* out) {
+  bson_t set;
+  BSON_APPEND_DOCUMENT_BEGIN(out, "$set", &set);
+  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
+  bson_append_document_end(out, &set);
+}
+
+void ticket_remove_filter(std::string_view id, std::optional<ServerTime> expired_at_or_before, bson_t* out) {
+  append_id(out, id);
+  if (expired_at_or_before) append_date_condition(out, "expires_at", "$lte", *expired_at_or_before);
+}
+
+void tickets_filter(const std::vector<std::string>& names, bson_t* out) {
+  if (!names.empty()) {
+    bson_t condition, in;
+    BSON_APPEND_DOCUMENT_BEGIN(out, "name", &condition);
+    BSON_APPEND_ARRAY_BEGIN(&condition, "$in", &in);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const auto key = std::to_string(i);
+      bson_append_utf8(&in, key.c_str(), -1, names[i].data(), static_cast<int>(names[i].size()));
+    }
+    bson_append_array_end(&condition, &in);
+    bson_append_document_end(out, &condition);
+  }
+}
+
+} // namespace store
 
 mongoc_collection_t* MongoStore::Impl::queue_collection(bool ensure_index) {
   const Index unique{"name_1_seq_1", {"name", "seq"}, true};
@@ -86,13 +118,9 @@ std::int64_t MongoStore::renew_ticket(std::string_view id, ServerTime now, Serve
   auto& impl = *m_impl;
   impl.connect();
   Bson selector;
-  append_id(selector.get(), id);
-  append_date_condition(selector.get(), "expires_at", "$gt", now);
+  ticket_renew_filter(id, now, selector.get());
   Bson update;
-  bson_t set;
-  BSON_APPEND_DOCUMENT_BEGIN(update.get(), "$set", &set);
-  BSON_APPEND_DATE_TIME(&set, "expires_at", to_bson_date(expires_at));
-  bson_append_document_end(update.get(), &set);
+  ticket_renew_update(expires_at, update.get());
   Reply reply;
   bson_error_t error;
   if (!mongoc_collection_update_one(impl.queue_collection(), selector.get(), update.get(), impl.write_opts.get(),
@@ -106,8 +134,7 @@ std::int64_t MongoStore::remove_ticket(std::string_view id, std::optional<Server
   auto& impl = *m_impl;
   impl.connect();
   Bson selector;
-  append_id(selector.get(), id);
-  if (expired_at_or_before) append_date_condition(selector.get(), "expires_at", "$lte", *expired_at_or_before);
+  ticket_remove_filter(id, expired_at_or_before, selector.get());
   Reply reply;
   bson_error_t error;
   if (!mongoc_collection_delete_one(impl.queue_collection(), selector.get(), impl.write_opts.get(), reply.get(),
@@ -121,17 +148,7 @@ std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& na
   auto& impl = *m_impl;
   impl.connect();
   Bson filter;
-  if (!names.empty()) {
-    bson_t condition, in;
-    BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "name", &condition);
-    BSON_APPEND_ARRAY_BEGIN(&condition, "$in", &in);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      const auto key = std::to_string(i);
-      bson_append_utf8(&in, key.c_str(), -1, names[i].data(), static_cast<int>(names[i].size()));
-    }
-    bson_append_array_end(&condition, &in);
-    bson_append_document_end(filter.get(), &condition);
-  }
+  tickets_filter(names, filter.get());
   Bson opts;
   append_sort(opts.get(), {{"seq", 1}, {"name", 1}});
   BSON_APPEND_INT64(opts.get(), "batchSize", k_one_reply); // every ticket in the first reply

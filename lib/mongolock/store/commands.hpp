@@ -1,0 +1,54 @@
+// The documents MongoStore sends, as pure functions (inputs in, BSON out; no driver call, no server): the
+// lock and ticket documents it inserts and reads back, the filter of every write, and the update of every
+// updateOne and findAndModify. MongoStore (lib/mongolock/store/*.cpp) sends exactly these; the simulator
+// evaluates them on its in-memory documents (tests/sim/bson_eval.hpp, checked against the test server by
+// integration.bson_eval), so a wrong operator or a missing condition in one of them is caught there.
+// Every `out` is an initialized, empty (or being built) document of the caller; the functions append to it.
+#pragma once
+
+#include <mongolock/lock_store.hpp>
+
+#include <bson/bson.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mongolock::store {
+
+// --- lock documents (store/locks.cpp) ---------------------------------------------------------------
+
+// The lock document MongoStore inserts for `lock` (THE LOCK DOCUMENT in the man page): its stored fields,
+// `_id` as an ObjectId when lock.id is 24 hex digits (else a string).
+void to_bson(const LockRecord& lock, bson_t* doc);
+// A lock document read back; fields of unexpected types are left at their defaults; name defaults to program.
+[[nodiscard]] LockRecord from_bson(const bson_t* doc);
+// The filter for a LockSelector: `program`, narrowed by every field that is set (_id, token, process, the
+// expiry/hold/renewal comparisons, `released_at` absent). Used by delete, release, fence update, takeover.
+void append_selector(bson_t* doc, const LockSelector& which);
+// A renewal's findAndModify query: `which`, and never a released document (LockStore::renew).
+void renew_filter(const LockSelector& which, bson_t* out);
+// A renewal's update: {$set: {expires_at, renewed_at, ttl_ms (ms)[, waiters: true with mark_waiters]}}.
+void renew_update(ServerTime expires_at, ServerTime renewed_at, Millis ttl, bool mark_waiters, bson_t* out);
+// A release into the minimum hold: {$set: {released_at, expires_at}}.
+void release_update(ServerTime released_at, ServerTime expires_at, bson_t* out);
+// A fencing token's update: {$set: {fence}}.
+void fence_update(std::int64_t fence, bson_t* out);
+
+// --- queue tickets (store/queue.cpp) ----------------------------------------------------------------
+
+// The ticket document MongoStore inserts for `ticket`.
+void to_bson(const TicketRecord& ticket, bson_t* doc);
+// A ticket document read back; fields of unexpected types are left at their defaults.
+[[nodiscard]] TicketRecord ticket_from_bson(const bson_t* doc);
+// A ticket's renewal: the filter {_id, expires_at > now} and the update {$set: {expires_at}}.
+void ticket_renew_filter(std::string_view id, ServerTime now, bson_t* out);
+void ticket_renew_update(ServerTime expires_at, bson_t* out);
+// A ticket's delete: {_id[, expires_at <= expired_at_or_before]}.
+void ticket_remove_filter(std::string_view id, std::optional<ServerTime> expired_at_or_before, bson_t* out);
+// The read of the line: {name: {$in: names}}, or every ticket when `names` is empty.
+void tickets_filter(const std::vector<std::string>& names, bson_t* out);
+
+} // namespace mongolock::store

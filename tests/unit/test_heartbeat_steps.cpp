@@ -1,0 +1,32 @@
+// HeartbeatSteps (heartbeat.hpp) on the in-memory store: what a step sends once the heartbeat was given up.
+#include <doctest/doctest.h>
+
+#include <mongolock/heartbeat.hpp>
+#include <mongolock/lease.hpp>
+#include <mongolock/locker.hpp>
+#include <mongolock/memory_store.hpp>
+
+using namespace mongolock;
+using namespace std::chrono_literals;
+
+TEST_CASE("After give_up() a step sends no renewal and ends the heartbeat (Supervisor's lease lost, job ended)") {
+  MemoryStore store;
+  const Log quiet(Verbosity::quiet);
+  Locker locker(store, quiet);
+  AcquireRequest request;
+  request.name = "job";
+  request.process = "a:1";
+  request.ttl = 30s;
+  request.takeover_grace = 2s;
+  auto lock = locker.try_acquire(request);
+  REQUIRE(lock);
+  std::vector<LockRecord> locks{*lock};
+  const auto timing = make_lease_timing(30s, std::nullopt, std::nullopt, std::nullopt);
+  int renewed = 0;
+  HeartbeatSteps steps(locker, locks, timing, quiet, [&](LocalTime) { ++renewed; });
+  const auto writes = store.lock_writes().size(); // the insert
+  steps.give_up();
+  CHECK_FALSE(steps.step());
+  CHECK(store.lock_writes().size() == writes); // nothing sent after give_up()
+  CHECK(renewed == 0);
+}

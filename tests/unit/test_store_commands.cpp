@@ -1,0 +1,233 @@
+// MongoStore's documents (store/commands.hpp) against LockStore's contract (lock_store.hpp), evaluated by the
+// simulator's BSON evaluator (tests/sim/bson_eval.hpp; checked against the test server by integration.bson_eval):
+// every filter selects what its LockSelector or call promises, at and around each boundary; every update
+// writes what its call promises; every document reads back as it was written.
+#include "../sim/bson_eval.hpp"
+
+#include <doctest/doctest.h>
+
+#include <mongolock/memory_store.hpp>
+#include <mongolock/store/commands.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace mongolock;
+
+namespace {
+
+// An owned document built by `build(bson_t*)`.
+class Doc {
+public:
+  Doc() : m_doc(bson_new()) {}
+  ~Doc() { bson_destroy(m_doc); }
+  Doc(const Doc&) = delete;
+  Doc& operator=(const Doc&) = delete;
+  [[nodiscard]] bson_t* get() const { return m_doc; }
+
+private:
+  bson_t* m_doc;
+};
+
+const ServerTime T{Millis(1'780'000'000'000)};
+
+std::string json(const bson_t* doc) {
+  char* text = bson_as_relaxed_extended_json(doc, nullptr);
+  std::string out = text;
+  bson_free(text);
+  return out;
+}
+
+template <typename Build, typename Record> bool filter_selects(Build&& build, const Record& record) {
+  const Doc filter;
+  const Doc doc;
+  build(filter.get());
+  store::to_bson(record, doc.get());
+  return sim::matches(filter.get(), doc.get());
+}
+
+// Lock documents at, before and after T in every field a filter compares, released or not, two tokens.
+std::vector<LockRecord> locks() {
+  std::vector<LockRecord> out;
+  int n = 0;
+  for (const auto expires : {-1, 0, 1}) {
+    for (const auto other : {-1, 0, 1}) {
+      for (const bool released : {false, true}) {
+        LockRecord lock;
+        lock.id = std::string(23, '0') + std::to_string(++n % 10);
+        lock.program = lock.name = "job";
+        lock.token = n % 2 == 0 ? "t1" : "t2";
+        lock.process = n % 3 == 0 ? "h:1" : "h:2";
+        lock.expires_at = T + Millis(expires);
+        lock.hold_until = T + Millis(other);
+        lock.renewed_at = T + Millis(-other);
+        if (released) lock.released_at = T;
+        out.push_back(lock);
+      }
+    }
+  }
+  return out;
+}
+
+// Selectors with each condition alone and all together, at T.
+std::vector<LockSelector> selectors() {
+  return {
+      {.program = "job"},
+      {.program = "other"},
+      {.program = "job", .id = std::string(23, '0') + "3"},
+      {.program = "job", .token = "t1"},
+      {.program = "job", .process = "h:1"},
+      {.program = "job", .expires_after = T},
+      {.program = "job", .hold_ends_by = T},
+      {.program = "job", .expired_by = T},
+      {.program = "job", .renewed_before = T},
+      {.program = "job", .not_released = true},
+      {.program = "job", .token = "t2", .expires_after = T, .renewed_before = T, .not_released = true},
+  };
+}
+
+void check_same_stored(const LockRecord& a, const LockRecord& b) {
+  const Doc x;
+  const Doc y;
+  store::to_bson(a, x.get());
+  store::to_bson(b, y.get());
+  CHECK_MESSAGE(bson_equal(x.get(), y.get()), json(x.get()), " != ", json(y.get()));
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("store commands");
+
+TEST_CASE("append_selector and renew_filter select what LockSelector promises, at every boundary") {
+  for (const auto& which : selectors()) {
+    for (const auto& lock : locks()) {
+      const Doc doc;
+      store::to_bson(lock, doc.get());
+      const auto document = json(doc.get());
+      CAPTURE(document);
+      CHECK(filter_selects([&](bson_t* f) { store::append_selector(f, which); }, lock) == selects(which, lock));
+      auto live = which;
+      live.not_released = true; // LockStore::renew: never a released document
+      CHECK(filter_selects([&](bson_t* f) { store::renew_filter(which, f); }, lock) == selects(live, lock));
+    }
+  }
+}
+
+TEST_CASE("A lock document reads back as written, every stored field") {
+  LockRecord lock;
+  lock.id = "0123456789abcdef01234567";
+  lock.program = "job#2";
+  lock.name = "job";
+  lock.slot = 2;
+  lock.process = "h:1";
+  lock.token = "tok";
+  lock.acquired_at = T - Millis(5);
+  lock.expires_at = T + Millis(7);
+  lock.renewed_at = T - Millis(1);
+  lock.hold_until = T + Millis(3);
+  lock.released_at = T;
+  lock.ttl = Millis(9000);
+  lock.host = "h";
+  lock.user = "u";
+  lock.command = "sleep";
+  lock.fence = 42;
+  lock.waiters = true;
+  lock.ticket = "tk";
+  lock.boot_id = "boot";
+  lock.pid_ns = "pid:[1]";
+  lock.pid_start = 77;
+  lock.replace_seq = -3;
+  const Doc doc;
+  store::to_bson(lock, doc.get());
+  const auto back = store::from_bson(doc.get());
+  CHECK(back.id == lock.id);
+  CHECK(back.slot == 2);
+  CHECK(back.released_at == lock.released_at);
+  CHECK(back.fence == lock.fence);
+  CHECK(back.waiters);
+  CHECK(back.ticket == "tk");
+  CHECK(back.command == "sleep");
+  CHECK(back.boot_id == "boot");
+  CHECK(back.pid_ns == "pid:[1]");
+  CHECK(back.pid_start == lock.pid_start);
+  CHECK(back.replace_seq == lock.replace_seq);
+  check_same_stored(back, lock);
+}
+
+TEST_CASE("renew_update, release_update and fence_update write what renew, mark_released and set_fence promise") {
+  for (const auto& lock : locks()) {
+    for (const bool mark : {false, true}) {
+      const Doc update;
+      store::renew_update(T + Millis(5000), T + Millis(1), Millis(4999), mark, update.get());
+      const Doc before;
+      const Doc after;
+      store::to_bson(lock, before.get());
+      sim::apply_update(update.get(), before.get(), after.get());
+      auto expected = lock;
+      expected.expires_at = T + Millis(5000);
+      expected.renewed_at = T + Millis(1);
+      expected.ttl = Millis(4999);
+      expected.waiters = lock.waiters || mark;
+      check_same_stored(store::from_bson(after.get()), expected);
+    }
+    const Doc release;
+    store::release_update(T + Millis(2), T + Millis(3), release.get());
+    const Doc before;
+    const Doc after;
+    store::to_bson(lock, before.get());
+    sim::apply_update(release.get(), before.get(), after.get());
+    auto expected = lock;
+    expected.released_at = T + Millis(2);
+    expected.expires_at = T + Millis(3);
+    check_same_stored(store::from_bson(after.get()), expected);
+    const Doc fence;
+    store::fence_update(12, fence.get());
+    const Doc fenced;
+    sim::apply_update(fence.get(), before.get(), fenced.get());
+    auto expected_fence = lock;
+    expected_fence.fence = 12;
+    check_same_stored(store::from_bson(fenced.get()), expected_fence);
+  }
+}
+
+TEST_CASE("The tickets' filters select what renew_ticket, remove_ticket and tickets promise; a ticket reads back") {
+  std::vector<TicketRecord> tickets;
+  int n = 0;
+  for (const char* name : {"a", "b"}) {
+    for (const auto t : {-1, 0, 1})
+      tickets.push_back({std::string(23, '1') + std::to_string(++n), name, n, "h:1", T - Millis(9), T + Millis(t)});
+  }
+  for (const auto& ticket : tickets) {
+    const Doc doc;
+    store::to_bson(ticket, doc.get());
+    const auto back = store::ticket_from_bson(doc.get());
+    CHECK(back.id == ticket.id);
+    CHECK(back.name == ticket.name);
+    CHECK(back.seq == ticket.seq);
+    CHECK(back.process == ticket.process);
+    CHECK(back.since == ticket.since);
+    CHECK(back.expires_at == ticket.expires_at);
+    for (const auto& target : tickets) {
+      CHECK(filter_selects([&](bson_t* f) { store::ticket_renew_filter(target.id, T, f); }, ticket) ==
+            (ticket.id == target.id && ticket.expires_at > T));
+      CHECK(filter_selects([&](bson_t* f) { store::ticket_remove_filter(target.id, T, f); }, ticket) ==
+            (ticket.id == target.id && ticket.expires_at <= T));
+      CHECK(filter_selects([&](bson_t* f) { store::ticket_remove_filter(target.id, std::nullopt, f); }, ticket) ==
+            (ticket.id == target.id));
+    }
+    for (const auto& names : std::vector<std::vector<std::string>>{{}, {"a"}, {"b", "c"}, {"c"}}) {
+      CHECK(filter_selects([&](bson_t* f) { store::tickets_filter(names, f); }, ticket) ==
+            (names.empty() || std::find(names.begin(), names.end(), ticket.name) != names.end()));
+    }
+    const Doc update;
+    store::ticket_renew_update(T + Millis(60000), update.get());
+    const Doc after;
+    sim::apply_update(update.get(), doc.get(), after.get());
+    CHECK(store::ticket_from_bson(after.get()).expires_at == T + Millis(60000));
+    CHECK(store::ticket_from_bson(after.get()).id == ticket.id);
+  }
+}
+
+TEST_SUITE_END();
