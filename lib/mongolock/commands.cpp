@@ -202,6 +202,14 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   validate_take(options.take);
   const auto process = caller_identity(options.process);
   const auto place = caller_place(options.process);
+  if (place && (place->pid_ns == k_unknown_place || place->boot_id == k_unknown_place)) {
+    log.debugf("this caller's boot id or PID namespace cannot be read (/proc is not this PID namespace's): it is "
+               "recorded as unknown, and only --token (or --process) releases or renews this lock");
+  } else if (place && place->pid_start == k_unknown_start) {
+    log.debugf("this caller's start cannot be read (/proc/{}/stat: hidepid, or another user): it is recorded as "
+               "unknown (-1), which only a caller whose start cannot be read either matches",
+               getppid());
+  }
   // With --wait, the signals run forwards (INT, TERM, HUP, QUIT, USR1, USR2) end the wait instead of
   // killing the process: its queue ticket is deleted (not left to expire) and the exit status is
   // 128 + the signal, as for a waiting run. Blocked from here on, so none is lost in between.
