@@ -58,9 +58,14 @@ std::vector<LockView> views(Locker& locker, std::vector<LockRecord> locks) {
   for (auto& lock : locks) {
     // host:pid is not unique: a run that recorded another boot or PID namespace (a container that shares
     // this host name) is not this host's process of that pid (issue 26 item 7): not known here.
-    const bool elsewhere =
-        (!lock.boot_id.empty() && lock.boot_id != here.boot_id) || (!lock.pid_ns.empty() && lock.pid_ns != here.pid_ns);
-    auto alive = elsewhere ? std::nullopt : holder_alive_here(lock.process, lock.pid_start);
+    // A document without pid_ns (before issue 26, --process) is judged only from the initial namespace, as
+    // before: seen from a container it may be any namespace's process (red team X2). An unknown start is
+    // no start.
+    const bool elsewhere = (!lock.boot_id.empty() && lock.boot_id != here.boot_id) ||
+                           (!lock.pid_ns.empty() && lock.pid_ns != here.pid_ns) ||
+                           (lock.pid_ns.empty() && here.pid_ns != k_initial_pid_ns);
+    const auto start = lock.pid_start.value_or(0) > 0 ? lock.pid_start : std::nullopt;
+    auto alive = elsewhere ? std::nullopt : holder_alive_here(lock.process, start);
     out.push_back(LockView{std::move(lock), now, alive});
   }
   return out;
@@ -121,11 +126,27 @@ std::string caller_label(const LockSelector& which) {
   return holder_label(which.process.value_or(""), which.place ? which.place->pid_ns : std::string());
 }
 
+// Why `lock`, whose process is the caller's own host:pid, is not the caller at `place` (place_matches()
+// failed): the first recorded field that differs, in words (red team X4: not "name the holder with
+// --process", which would free another's lock).
+std::string place_difference(const LockRecord& lock, const HolderPlace& place) {
+  if (lock.boot_id == k_unknown_place || lock.pid_ns == k_unknown_place) {
+    return "a place its acquire could not read (boot or PID namespace unknown), which only its --token names";
+  }
+  if (!lock.boot_id.empty() && lock.boot_id != place.boot_id) return "another boot of this host";
+  if (!lock.pid_ns.empty() && lock.pid_ns != place.pid_ns) {
+    return "another PID namespace (another container, or the host's)";
+  }
+  if (lock.pid_start == k_unknown_start) return "a process whose start could not be read (and this caller's can)";
+  return "a process that started at another time (an earlier process of this pid)";
+}
+
 // Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65 when another holder holds
 // it (or, without --token, nobody does); 66 when the given token's lock is not held any more (released, or
 // expired) and no other holder holds the name: a retry after a release whose reply was lost (issue 27).
-[[noreturn]] void refuse_not_holder(Locker& locker, const std::string& name, const std::string& as_whom,
+[[noreturn]] void refuse_not_holder(Locker& locker, const std::string& name, const LockSelector& which,
                                     std::string_view what) {
+  const auto as_whom = caller_label(which);
   const auto holders = locker.holders(name);
   const bool by_token = as_whom == k_given_token;
   if (holders.empty() && by_token) {
@@ -141,9 +162,16 @@ std::string caller_label(const LockSelector& which) {
                             name, format_time(*holders.front().released_at), format_time(holders.front().expires_at),
                             what));
   }
+  const auto& holder = holders.front();
+  if (!which.token && which.place && which.process && holder.process == *which.process) {
+    throw Error(k_exit_not_holder,
+                fmt::format("lock '{}' is {}: the same host:pid as this caller, but {}; it is not this caller's "
+                            "lock, nothing was {} (its holder releases it, or names it with --token)",
+                            name, locker.describe_holder(holder), place_difference(holder, *which.place), what));
+  }
   throw Error(k_exit_not_holder,
               fmt::format("lock '{}' is {}, not by {}; nothing was {} (name the holder with --token or --process)",
-                          name, locker.describe_holder(holders.front()), as_whom, what));
+                          name, locker.describe_holder(holder), as_whom, what));
 }
 
 // acquire's request: the holder `process` at `place` (recorded in the document, none with --process), and
@@ -156,7 +184,7 @@ AcquireRequest acquire_request(const GlobalOptions& global, const AcquireOptions
     request.pid_ns = place->pid_ns;
     request.pid_start = place->pid_start;
   }
-  if (place && place->pid_start) {
+  if (place && place->pid_start.value_or(0) > 0) {
     // The caller's own orphan, from an earlier acquire whose reply was lost (identity.hpp; issue 27 item 4).
     request.orphaned = [caller = getppid(), start = *place->pid_start](const LockRecord& lock) {
       note_own_orphan(caller, start, lock);
@@ -176,6 +204,14 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   validate_take(options.take);
   const auto process = caller_identity(options.process);
   const auto place = caller_place(options.process);
+  if (place && (place->pid_ns == k_unknown_place || place->boot_id == k_unknown_place)) {
+    log.debugf("this caller's boot id or PID namespace cannot be read (/proc is not this PID namespace's): it is "
+               "recorded as unknown, and only --token (or --process) releases or renews this lock");
+  } else if (place && place->pid_start == k_unknown_start) {
+    log.debugf("this caller's start cannot be read (/proc/{}/stat: hidepid, or another user): it is recorded as "
+               "unknown (-1), which only a caller whose start cannot be read either matches",
+               getppid());
+  }
   // With --wait, the signals run forwards (INT, TERM, HUP, QUIT, USR1, USR2) end the wait instead of
   // killing the process: its queue ticket is deleted (not left to expire) and the exit status is
   // 128 + the signal, as for a waiting run. Blocked from here on, so none is lost in between.
@@ -229,7 +265,7 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
   case ReleaseOutcome::not_holder:
     break;
   }
-  refuse_not_holder(locker, options.name, caller_label(which), "released");
+  refuse_not_holder(locker, options.name, which, "released");
 }
 
 // The TTL a renew without --ttl gives: the selected holder's own (its ttl_ms, on the name or a slot of it),
@@ -263,7 +299,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
                               "cannot be renewed: acquire it again)",
                               options.name, format_duration(now - holders.front().expires_at)));
     }
-    refuse_not_holder(locker, options.name, caller_label(which), "renewed");
+    refuse_not_holder(locker, options.name, which, "renewed");
   }
   log.debugf("lock '{}' renewed until {}", which.program, format_time(*expires));
   if (mark) log.debugf("marked lock '{}': waiters are queued, its release wakes them", which.program);

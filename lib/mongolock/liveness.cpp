@@ -210,15 +210,20 @@ ProcessIdentity own_process_identity() {
 
 HolderPlace process_place(pid_t pid) {
   HolderPlace place;
-  if (pid <= 0 || !proc_is_own()) return place;
-  place.pid_start = process_start(pid);
-  if (!place.pid_start) return place;
+  // The boot id is the kernel's, whatever /proc shows; the PID namespace is mongolock's own, which is the
+  // parent's whenever getppid() is not 0 (a parent outside this namespace shows as 0). Never left out: a
+  // field that cannot be read is recorded as unknown, which matches nobody (issue 26 item 7, red team X1, X2).
   place.boot_id = first_line("/proc/sys/kernel/random/boot_id");
-  char ns[64] = {};
-  const auto n = readlink(fmt::format("/proc/{}/ns/pid", pid).c_str(), ns, sizeof ns - 1);
-  if (n > 0) place.pid_ns.assign(ns, static_cast<std::size_t>(n));
-  // Read after the namespace: a pid reused meanwhile shows another start, and records no start then.
-  if (process_start(pid) != place.pid_start) place.pid_start.reset();
+  if (place.boot_id.empty()) place.boot_id = k_unknown_place;
+  const bool own = proc_is_own();
+  if (own) {
+    char ns[64] = {};
+    const auto n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    if (n > 0) place.pid_ns.assign(ns, static_cast<std::size_t>(n));
+  }
+  if (place.pid_ns.empty()) place.pid_ns = k_unknown_place;
+  if (pid <= 0) return place; // a caller outside this PID namespace: its namespace is all that identifies it
+  place.pid_start = own ? process_start(pid).value_or(k_unknown_start) : k_unknown_start;
   return place;
 }
 

@@ -33,10 +33,13 @@ struct ProcessIdentity {
 [[nodiscard]] ProcessIdentity own_process_identity();
 
 // Where process `pid` of this PID namespace runs, to record as a holder's place (lock_store.hpp HolderPlace;
-// acquire's caller is its parent, issue 26 item 7): this boot's id, the PID namespace of /proc/PID/ns/pid and
-// the process's start. A field that cannot be read stays empty; all of them when /proc is not this PID
-// namespace's (proc_is_own(): /proc/PID would be another process) or `pid` is not a process here (0: the
-// parent is outside this namespace). Never throws.
+// acquire's caller is its parent, issue 26 item 7): this boot's id, mongolock's own PID namespace
+// (/proc/self/ns/pid: the parent's whenever it is a process here) and the process's start. Every field is
+// set (red team of the holder identity, X1 and X2): one that cannot be read is k_unknown_place /
+// k_unknown_start (the PID namespace when /proc is not this namespace's, proc_is_own(); the start when
+// /proc/PID/stat is hidden, hidepid); `pid` 0 (a caller outside this PID namespace: docker exec, nsenter,
+// PID 1 itself) records no start, so that every such caller of the same namespace and boot matches. Never
+// throws.
 [[nodiscard]] HolderPlace process_place(pid_t pid);
 
 // The start time of process `pid` (field 22 of /proc/PID/stat), nullopt when there is no such process

@@ -64,21 +64,32 @@ struct LockRecord {
                                            // its ticket (< 0; a newer replacing run's is lower, WaitQueue::join)
 };
 
+// A place field that could not be read (HolderPlace::boot_id, pid_ns): recorded as such, and it matches
+// nobody without --token (place_matches()); a missing field would match anyone (red team X1, X2).
+inline constexpr std::string_view k_unknown_place = "unknown";
+// A start that could not be read (HolderPlace::pid_start): matches only a caller whose start is unknown too.
+inline constexpr std::int64_t k_unknown_start = -1;
+
 // Where a holder runs, as recorded in its lock document (LockRecord::boot_id, pid_ns, pid_start; issue 26
 // item 7): "host:pid" alone is not unique (containers that share a host name, PID 1 in each, are both "vm:1").
 struct HolderPlace {
-  std::string boot_id;                   // the kernel's boot id; "" when unknown
-  std::string pid_ns;                    // the holder's PID namespace, "pid:[INODE]"; "" when unknown
-  std::optional<std::int64_t> pid_start; // the holder process's start (clock ticks after boot); unset when unknown
+  std::string boot_id;                   // the kernel's boot id; k_unknown_place when unreadable
+  std::string pid_ns;                    // the holder's PID namespace, "pid:[INODE]"; k_unknown_place when unreadable
+  std::optional<std::int64_t> pid_start; // the holder process's start (clock ticks after boot); k_unknown_start
+                                         // when unreadable; unset for a caller outside the namespace ("host:0")
 };
 
 // Whether document `lock` may be the holder at `place`: each of boot_id, pid_ns and pid_start that the
-// document has equals place's (a field the caller does not know never matches one the document has). A
-// document without them (acquire before issue 26, --process, a place that could not be read) matches by
-// `process` alone, as before. The store's filter (LockSelector::place) and the memory stores say the same.
+// document has equals place's, and neither boot_id nor pid_ns is k_unknown_place (an unknown place is
+// nobody's: matched by --token only); a pid_start of k_unknown_start matches only the same unknown. A
+// document without the fields (acquire before issue 26, --process) matches by `process` alone, as before.
+// The store's filter (LockSelector::place) and the memory stores say the same.
 [[nodiscard]] inline bool place_matches(const LockRecord& lock, const HolderPlace& place) {
-  return (lock.boot_id.empty() || lock.boot_id == place.boot_id) &&
-         (lock.pid_ns.empty() || lock.pid_ns == place.pid_ns) && (!lock.pid_start || lock.pid_start == place.pid_start);
+  const auto field = [](const std::string& recorded, const std::string& own) {
+    return recorded.empty() || (recorded == own && recorded != k_unknown_place);
+  };
+  return field(lock.boot_id, place.boot_id) && field(lock.pid_ns, place.pid_ns) &&
+         (!lock.pid_start || lock.pid_start == place.pid_start);
 }
 
 // Which lock document a write may touch: always by program, narrowed by every field that is set.

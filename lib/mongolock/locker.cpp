@@ -23,10 +23,12 @@ bool same_caller(const LockRecord& lock, const AcquireRequest& request) {
 
 // Whether `lock` names this caller's full identity: the same "host:pid", and a boot, PID namespace and
 // process start that both the document and the request have, all equal (a process that reuses the pid has
-// another start).
+// another start); none of them unknown (k_unknown_place, k_unknown_start).
 bool same_full_identity(const LockRecord& lock, const AcquireRequest& request) {
-  return lock.process == request.process && !request.boot_id.empty() && !request.pid_ns.empty() && request.pid_start &&
-         lock.boot_id == request.boot_id && lock.pid_ns == request.pid_ns && lock.pid_start == request.pid_start;
+  const auto known = [](const std::string& value) { return !value.empty() && value != k_unknown_place; };
+  return lock.process == request.process && known(request.boot_id) && known(request.pid_ns) &&
+         request.pid_start.value_or(0) > 0 && lock.boot_id == request.boot_id && lock.pid_ns == request.pid_ns &&
+         lock.pid_start == request.pid_start;
 }
 
 } // namespace

@@ -262,6 +262,9 @@ pid_reused_not_the_holder() {
   python3 "$ITEST_DIR/mongo.py" set "$name" pid_start:int 1 || fail "cannot set pid_start"
   expect_exit 65 -- ml renew "$name"
   expect_exit 65 -- ml release "$name"
+  # The refusal is about the place (red team X4): it says so, and does not advise --process.
+  assert_contains "$ERR" "the same host:pid as this caller, but a process that started at another time"
+  assert_not_contains "$ERR" "--process"
   assert_held_by "$name" "$HOST:$BASHPID"
   expect_exit 0 -- ml release "$name" --process "$HOST:$BASHPID"
   assert_free "$name"
@@ -269,6 +272,110 @@ pid_reused_not_the_holder() {
   expect_exit 0 -- ml acquire "$name"
   python3 "$ITEST_DIR/mongo.py" unset "$name" boot_id pid_ns pid_start || fail "cannot unset the fields"
   expect_exit 0 -- ml renew "$name"
+  expect_exit 0 -- ml release "$name"
+  assert_free "$name"
+}
+
+# `docker exec` / `nsenter` into containers that share a host name (red team of the holder identity, X1):
+# the exec'd mongolock's parent is outside its PID namespace (getppid() 0), so every such caller is "vm:0".
+# acquire records its own PID namespace and the boot id for it: another container's vm:0 does not match (65,
+# and the refusal says why instead of advising --process), another exec into the same container does.
+# Fails without the fix: the document had no place, and container b's release freed a's lock.
+# CONTAINER ARGS...: runs mongolock ARGS as if by `docker exec` into the container whose PID 1 is CONTAINER.
+exec_in() { nsenter -t "$1" -p -u -m "$MONGOLOCK_BIN" "${@:2}"; }
+exec_into_containers_of_one_host_name() {
+  unshare --uts --pid --fork --mount-proc true 2>/dev/null ||
+    skip "containers need unshare --uts --pid --fork --mount-proc (root)"
+  command -v nsenter >/dev/null || skip "no nsenter"
+  local name a b init_a init_b
+  name=$(lock_name)
+  start_bg ca unshare --uts --pid --fork --mount-proc sh -c 'hostname vm && exec sleep 300'
+  a=$BG_PID
+  start_bg cb unshare --uts --pid --fork --mount-proc sh -c 'hostname vm && exec sleep 300'
+  b=$BG_PID
+  wait_until 10 sh -c "[ -n \"\$(ps -o pid= --ppid $a)\" ] && [ -n \"\$(ps -o pid= --ppid $b)\" ]"
+  init_a=$(ps -o pid= --ppid "$a" | tr -d ' ')
+  init_b=$(ps -o pid= --ppid "$b" | tr -d ' ')
+  wait_until 10 sh -c "[ \"\$(nsenter -t $init_a -u hostname)\" = vm ] && [ \"\$(nsenter -t $init_b -u hostname)\" = vm ]"
+  expect_exit 0 -- exec_in "$init_a" acquire "$name"
+  read_doc "$name"
+  assert_eq "$(doc_field process)" "vm:0" "the holder (a caller outside the container's PID namespace)"
+  expect_exit 65 -- exec_in "$init_b" release "$name"
+  assert_contains "$ERR" "the same host:pid as this caller, but another PID namespace"
+  assert_not_contains "$ERR" "--process"
+  expect_exit 65 -- exec_in "$init_b" renew "$name"
+  expect_exit 75 -- exec_in "$init_b" acquire "$name"
+  assert_not_contains "$ERR" "own identity"
+  read_doc "$name"
+  assert_eq "$(doc_field process)" "vm:0" "the holder after container b's commands"
+  assert_eq "$(doc_field pid_ns)" "$(readlink "/proc/$init_a/ns/pid")" "the recorded PID namespace (container a's)"
+  assert_eq "$(doc_field boot_id)" "$(cat /proc/sys/kernel/random/boot_id)" "the recorded boot id"
+  # Another exec into container a is the same holder: renew and release work.
+  expect_exit 0 -- exec_in "$init_a" renew "$name"
+  expect_exit 0 -- exec_in "$init_a" release "$name"
+  assert_free "$name"
+  kill -KILL "$init_a" "$init_b" # (unshare then exits 1, not 137)
+  wait_bg "$a" ca
+  wait_bg "$b" cb
+}
+
+# acquire cannot read its caller's start (red team X2: /proc mounted hidepid=2 in the container, acquire run
+# by another user than its root PID-1 shell, as gosu/setpriv entrypoints do): the document still records
+# the boot id and the PID namespace (mongolock's own), and pid_start -1 ("unknown"), which matches only a
+# caller whose start is unknown too. Another container's root PID-1 shell ("vm:1", its start readable) is
+# refused; the same shell's release through the same user switch works. Fails without the fix: the
+# document had no place at all and container b's release freed the lock.
+unreadable_caller_start() {
+  unshare --uts --pid --fork --mount-proc true 2>/dev/null ||
+    skip "containers need unshare --uts --pid --fork --mount-proc (root)"
+  command -v setpriv >/dev/null || skip "no setpriv"
+  NAME=$(lock_name)
+  export NAME T MONGOLOCK_BIN
+  : >"$T/a.rc"
+  : >"$T/b.rc"
+  start_bg a "${in_container[@]}" 'mount -o remount,hidepid=2 /proc || exit 9
+    as_app() { setpriv --reuid=65534 --regid=65534 --clear-groups env -u MONGOLOCK_CONFIG HOME=/ "$MONGOLOCK_BIN" "$@"; }
+    as_app acquire "$NAME" >"$T/a.token"; echo "acquire $?" >>"$T/a.rc"
+    while [ ! -e "$T/a.go" ]; do sleep 0.1; done
+    as_app release "$NAME"; echo "release $?" >>"$T/a.rc"' a
+  local a=$BG_PID
+  wait_until 10 grep -q "^acquire" "$T/a.rc"
+  [[ $(cat "$T/a.rc") == "acquire 0" ]] ||
+    fail_with "container a's acquire (as user nobody, hidepid=2): $(cat "$T/a.rc")" stderr "$T/a.err"
+  expect_exit 0 -- "${in_container[@]}" '"$MONGOLOCK_BIN" release "$NAME"; echo "release $?" >>"$T/b.rc"
+    "$MONGOLOCK_BIN" renew "$NAME"; echo "renew $?" >>"$T/b.rc"' b
+  assert_eq "$(tr '\n' ' ' <"$T/b.rc")" "release 65 renew 65 end 0 " "the other container's commands"
+  read_doc "$NAME"
+  assert_eq "$(doc_field process)" "vm:1" "the holder (PID 1 of its container)"
+  assert_eq "$(doc_field pid_start)" "-1" "the recorded start (unknown)"
+  [[ -n $(doc_field pid_ns) && $(doc_field pid_ns) != "$(readlink /proc/self/ns/pid)" ]] ||
+    fail "acquire did not record the container's PID namespace: $(tr '\n' ' ' <"$T/doc")"
+  assert_eq "$(doc_field boot_id)" "$(cat /proc/sys/kernel/random/boot_id)" "the recorded boot id"
+  assert_eq "$(doc_field token)" "$(cat "$T/a.token")" "the holder's token"
+  touch "$T/a.go"
+  expect_bg_exit 0 "$a" a
+  assert_eq "$(tr '\n' ' ' <"$T/a.rc")" "acquire 0 release 0 end 0 " "the holder's commands"
+  assert_free "$NAME"
+}
+
+# status seen from a container (red team X2, X4): a holder of the host's PID namespace is labelled with it
+# (the initial namespace too: the container's vm:P is another process), and a document without pid_ns (a
+# version before issue 26, or edited) is not called dead from another namespace: whether it runs is not
+# known there. Fails without the fix: "holder: HOST:PID" unlabelled, and "holder alive: no".
+status_from_a_container() {
+  unshare --pid --fork --mount-proc true 2>/dev/null || skip "containers need unshare --pid --fork --mount-proc (root)"
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml acquire "$name"
+  local ns
+  ns=$(readlink /proc/self/ns/pid)
+  expect_exit 0 -- unshare --pid --fork --mount-proc "$MONGOLOCK_BIN" status "$name"
+  assert_eq "$(status_field "$OUT" holder)" "$HOST:$BASHPID (pid ns ${ns//[^0-9]/})" "holder seen from a container"
+  assert_not_contains "$OUT" "holder alive: no"
+  python3 "$ITEST_DIR/mongo.py" unset "$name" pid_ns || fail "cannot unset pid_ns"
+  expect_exit 0 -- unshare --pid --fork --mount-proc "$MONGOLOCK_BIN" status "$name"
+  assert_eq "$(status_field "$OUT" holder)" "$HOST:$BASHPID" "holder without pid_ns"
+  assert_not_contains "$OUT" "holder alive: no"
   expect_exit 0 -- ml release "$name"
   assert_free "$name"
 }
@@ -287,4 +394,7 @@ run_case "a 200-byte name and a UTF-8 name work" longest_and_unicode_names
 run_case "names with spaces, quotes, \$, dots, regex characters are plain values" special_characters_in_names
 run_case "containers that share a host name and PID (both vm:1): release and renew refuse the other's lock" same_name_and_pid_containers
 run_case "a process that reuses the holder's pid is not the holder (its start differs)" pid_reused_not_the_holder
+run_case "docker exec into containers of one host name (both vm:0): only the same container matches" exec_into_containers_of_one_host_name
+run_case "a caller whose start cannot be read (hidepid, user switch): recorded as unknown, matches no other container" unreadable_caller_start
+run_case "status from a container: the host's namespace is labelled, a holder without pid_ns is not dead" status_from_a_container
 finish

@@ -4,6 +4,7 @@
 #include <mongolock/clock.hpp>
 #include <mongolock/error.hpp>
 #include <mongolock/exit_codes.hpp>
+#include <mongolock/identity.hpp>
 #include <mongolock/liveness.hpp>
 #include <mongolock/process.hpp>
 
@@ -12,9 +13,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string>
+#include <string_view>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -324,4 +327,61 @@ TEST_CASE("The holder-file sweep removes a waiting run's file, keeps a job's evi
   for (const auto& path : {waited, young, old})
     unlink(path.c_str());
   if (own_live) unlink(live.c_str());
+}
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+void make_note(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  close(fd);
+}
+
+} // namespace
+
+TEST_CASE("own-orphan notes: only this PID namespace's stale notes are swept (red team X3s)") {
+  const auto self = own_process_identity();
+  REQUIRE(self.pid_ns.starts_with("pid:["));
+  const auto inode = self.pid_ns.substr(5, self.pid_ns.size() - 6);
+  const auto prefix = "/dev/shm/mongolock-orphan-" + std::to_string(geteuid()) + "-";
+  // A container's note of its PID 1 (a start this namespace's pid 1 does not have), in the form without the
+  // namespace and with another namespace's inode: neither is this namespace's to sweep.
+  const auto container_note = prefix + "1-123456789123-0000000000000000";
+  const auto other_ns_note = prefix + "4026599999-1-123456789123-0000000000000000";
+  // This namespace's note of a caller that no longer runs (pid 1 never started then): swept.
+  const auto own_stale_note = prefix + inode + "-1-123456789123-0000000000000000";
+  for (const auto* path : {&container_note, &other_ns_note, &own_stale_note})
+    make_note(*path);
+  LockRecord lock;
+  lock.program = "x3s-unit-" + std::to_string(getpid());
+  lock.id = "id";
+  lock.token = "token";
+  const auto start = process_start(getpid());
+  REQUIRE(start);
+  note_own_orphan(getpid(), *start, lock);
+  CHECK(file_exists(container_note));
+  CHECK(file_exists(other_ns_note));
+  CHECK_FALSE(file_exists(own_stale_note));
+  CHECK(noted_own_orphan(getpid(), *start, lock));
+  for (const auto* path : {&container_note, &other_ns_note, &own_stale_note})
+    unlink(path->c_str());
+  // This caller's own note: its name carries the namespace.
+  DIR* shm = opendir("/dev/shm");
+  REQUIRE(shm != nullptr);
+  bool found = false;
+  const auto own_prefix = "mongolock-orphan-" + std::to_string(geteuid()) + "-" + inode + "-" +
+                          std::to_string(getpid()) + "-" + std::to_string(*start) + "-";
+  while (const dirent* entry = readdir(shm)) {
+    if (std::string_view(entry->d_name).starts_with(own_prefix)) {
+      found = true;
+      unlink(("/dev/shm/" + std::string(entry->d_name)).c_str());
+    }
+  }
+  closedir(shm);
+  CHECK(found);
 }

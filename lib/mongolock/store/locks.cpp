@@ -36,7 +36,7 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   if (!lock.ticket.empty()) append_string(doc, "ticket", lock.ticket);
   if (!lock.boot_id.empty()) append_string(doc, "boot_id", lock.boot_id);
   if (!lock.pid_ns.empty()) append_string(doc, "pid_ns", lock.pid_ns);
-  if (lock.pid_start && *lock.pid_start > 0) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
+  if (lock.pid_start && *lock.pid_start != 0) BSON_APPEND_INT64(doc, "pid_start", *lock.pid_start);
   if (lock.replace_seq) BSON_APPEND_INT64(doc, "replace_seq", *lock.replace_seq);
 }
 
@@ -132,20 +132,22 @@ LockRecord from_bson(const bson_t* doc) {
 }
 
 // place_matches() as a filter: {boot_id: {$in: [B, null]}, pid_ns: {$in: [N, null]}, pid_start: {$in: [S,
-// null]}} (null matches a missing field); a value the caller does not know matches only a missing field.
+// null]}} (null matches a missing field); an unknown boot or namespace (k_unknown_place), or no start,
+// matches only a missing field.
 void append_place(bson_t* doc, const HolderPlace& place) {
-  const auto either = [&](const char* key, const auto& append_value) {
+  const auto either = [&](const char* key, bool known, const auto& append_value) {
     bson_t cond, in;
     BSON_APPEND_DOCUMENT_BEGIN(doc, key, &cond);
     BSON_APPEND_ARRAY_BEGIN(&cond, "$in", &in);
-    append_value(&in);
-    BSON_APPEND_NULL(&in, "1");
+    if (known) append_value(&in);
+    BSON_APPEND_NULL(&in, known ? "1" : "0");
     bson_append_array_end(&cond, &in);
     bson_append_document_end(doc, &cond);
   };
-  either("boot_id", [&](bson_t* in) { append_string(in, "0", place.boot_id); });
-  either("pid_ns", [&](bson_t* in) { append_string(in, "0", place.pid_ns); });
-  either("pid_start", [&](bson_t* in) { BSON_APPEND_INT64(in, "0", place.pid_start.value_or(-1)); });
+  const auto known = [](const std::string& value) { return !value.empty() && value != k_unknown_place; };
+  either("boot_id", known(place.boot_id), [&](bson_t* in) { append_string(in, "0", place.boot_id); });
+  either("pid_ns", known(place.pid_ns), [&](bson_t* in) { append_string(in, "0", place.pid_ns); });
+  either("pid_start", place.pid_start.has_value(), [&](bson_t* in) { BSON_APPEND_INT64(in, "0", *place.pid_start); });
 }
 
 // The filter for a LockSelector: every set field narrows it.
