@@ -53,6 +53,9 @@ for t in $(seq $n); do
   # Container B: its own acquire (75, but what does it say?), then its release (should be 65).
   if [[ $how == exec ]]; then
     in_box $B $ML acquire $N >/dev/null 2>$ADV_T/x1.b1.err; rb1=$?
+    e0=$(field $N expires_at); sleep 1.1
+    in_box $B $ML renew $N 2>/dev/null; rbr=$?
+    echo "    container B renew exit $rbr; A's expires_at $e0 -> $(field $N expires_at)"
     in_box $B $ML release $N 2>$ADV_T/x1.b2.err; rb2=$?
   else
     entry $ML acquire $N >/dev/null 2>$ADV_T/x1.b1.err; rb1=$?
