@@ -24,4 +24,10 @@ for t in $(seq $n); do
   echo "    next run on this host: exit $r2 after waiting $w s (run TTL 30 s + grace 2 s)"
   [[ $r == 69 ]] && k=$((k + 1))
 done
-echo "X6 RESULT: run --wait ended 69 at the first own orphan (no later attempt) in $k of $n"
+# acquire --wait: the same.
+A=x6a-$RANDOM
+proxy fail insert/locks times 1 close-after; proxy fail delete/locks times 1 error 10107
+s=$(date +%s.%N); $ML --uri "$FP_URI_NORETRY" acquire $A --wait 10s >/dev/null 2>&1; ra=$?; e=$(date +%s.%N); proxy clear
+echo "acquire --wait 10s exit $ra after $(python3 -c "print(round($e - $s, 2))") s"
+$ML release $A 2>/dev/null
+echo "X6 RESULT: run --wait ended 69 at the first own orphan (no later attempt) in $k of $n; acquire --wait: exit $ra"
