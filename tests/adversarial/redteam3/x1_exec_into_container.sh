@@ -36,7 +36,7 @@ if [[ $how == overlap ]]; then
     ov=$(python3 $RT_DIR/../check.py $F 2>&1 | tail -1)
     echo "trial $t (overlap): B acquire $rb1, B release $rb2, host-b run $rc; $ov"
     [[ $ov != *max_cross_run_overlap_ms=0.0* ]] && k=$((k + 1))
-    kill $A $B $BOXES 2>/dev/null; BOXES=
+    kill -KILL $A $B 2>/dev/null; kill $BOXES 2>/dev/null; BOXES=
   done
   echo "X1 RESULT (overlap): A's and host-b's jobs ran at once in $k of $n"
   exit 0
@@ -70,6 +70,6 @@ for t in $(seq $n); do
   $ML release $N --token "$(cat $ADV_T/x1.tok)" 2>&1 | head -1 | sed 's/^/    A release --token: /'
   [[ $ra == 0 && $rb2 == 0 && $rc == 0 ]] && k=$((k + 1))
   $ML release $N --process host-b:77 2>/dev/null
-  [[ $how == exec ]] && kill $A $B $BOXES 2>/dev/null; BOXES=
+  [[ $how == exec ]] && kill -KILL $A $B 2>/dev/null; kill $BOXES 2>/dev/null; BOXES=
 done
 echo "X1 RESULT ($how): another container released A's lock and host-b took it (two holders) in $k of $n"
