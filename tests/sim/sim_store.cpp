@@ -1,4 +1,5 @@
 #include "sim_store.hpp"
+#include <mongolock/store/bson.hpp>
 
 #include "bson_eval.hpp"
 #include "client.hpp"
@@ -23,18 +24,8 @@ namespace {
 // MongoStore's, read back as MongoStore reads it. So a wrong operator or a missing condition in MongoStore's
 // documents is a wrong write here too.
 
-// An owned BSON document, shared by a call and its server operation.
-class Doc {
-public:
-  Doc() : m_doc(bson_new()) {}
-  ~Doc() { bson_destroy(m_doc); }
-  Doc(const Doc&) = delete;
-  Doc& operator=(const Doc&) = delete;
-  [[nodiscard]] bson_t* get() const { return m_doc; }
-
-private:
-  bson_t* m_doc;
-};
+// An owned BSON document: the project's own RAII wrapper.
+using Doc = mongolock::store::Bson;
 using SharedDoc = std::shared_ptr<const Doc>;
 
 // A document built by `build(bson_t*)`.

@@ -3,6 +3,7 @@
 // every filter selects what its LockSelector or call promises, at and around each boundary; every update
 // writes what its call promises; every document reads back as it was written.
 #include "../sim/bson_eval.hpp"
+#include <mongolock/store/bson.hpp>
 
 #include <doctest/doctest.h>
 
@@ -18,18 +19,8 @@ using namespace mongolock;
 
 namespace {
 
-// An owned document built by `build(bson_t*)`.
-class Doc {
-public:
-  Doc() : m_doc(bson_new()) {}
-  ~Doc() { bson_destroy(m_doc); }
-  Doc(const Doc&) = delete;
-  Doc& operator=(const Doc&) = delete;
-  [[nodiscard]] bson_t* get() const { return m_doc; }
-
-private:
-  bson_t* m_doc;
-};
+// An owned BSON document: the project's own RAII wrapper.
+using Doc = mongolock::store::Bson;
 
 const ServerTime T{Millis(1'780'000'000'000)};
 
