@@ -637,8 +637,23 @@ host:1" "process in JSON"
   assert_contains "$OUT" 'last run: ok\x1b[31m\rX on evil\nhost:1'
 }
 
+# A run's recorded duration is never shorter than its command ran: counted from before the spawn (counted
+# from after it, 5 of 40 runs of `sleep 0.05` were recorded as 44-49 ms).
+duration_never_short() {
+  local name i
+  name=$(lock_name)
+  for i in $(seq 1 30); do
+    expect_exit 0 -- ml run "$name" -- sleep 0.05
+  done
+  expect_exit 0 -- ml history "$name" --limit 30 --json
+  assert_eq "$(json "$OUT" 'len(d["runs"])')" "30" "30 runs recorded"
+  assert_eq "$(json "$OUT" 'sorted(r["duration_ms"] for r in d["runs"] if r["duration_ms"] < 50)')" "[]" \
+    "no duration below the command's 50 ms"
+}
+
 run_case "every outcome is recorded with its exit status, signal, holder, command and server times" outcomes_of_every_kind
 run_case "history: aligned table newest first, summary, NAME, --limit, --since" history_table_and_summary
+run_case "a run's duration is never shorter than its command ran (30 runs of sleep 0.05)" duration_never_short
 run_case "history --json: documented shape; summary agrees with the runs" history_json_shape
 run_case "status and list show the last run" status_and_list_show_the_last_run
 run_case "--no-history; a run costs one more command (5 in all), a skipped run one insert, several names one insert" no_history_and_command_count
