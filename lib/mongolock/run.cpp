@@ -597,6 +597,12 @@ int run_command(const GlobalOptions& global, const RunOptions& options, Log& log
     throw usage_error("--once-per reads the run history, which --no-history turns off; drop one of them");
   }
   if (options.metrics_file) validate_metrics_path(*options.metrics_file);
+  if (options.once_per && options.take.slots > 1) {
+    // Each slot's holder would check the history before any of them recorded a success: all would run.
+    throw usage_error(
+        "--once-per runs the job at most once per period, and a semaphore lets several run at once: drop --slots "
+        "or --once-per");
+  }
   if (options.replace && options.take.slots > 1) {
     throw usage_error("--replace stops the holder of a lock, and a semaphore has several: drop --slots or --replace");
   }

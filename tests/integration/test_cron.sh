@@ -391,6 +391,10 @@ bad_values() {
   assert_error_line "invalid --once-per '0s': must be at least 1ms"
   expect_exit 64 -- ml run "$name" --once-per 1h --no-history -- true
   assert_error_line "--once-per reads the run history, which --no-history turns off"
+  # Several slots' holders would each find no success yet and all run (two ran at once before).
+  expect_exit 64 -- ml run "$name" --once-per 1h --slots 2 -- touch "$T/slots-ran"
+  assert_error_line "--once-per runs the job at most once per period, and a semaphore lets several run at once: drop --slots or --once-per"
+  [[ ! -e $T/slots-ran ]] || fail "--once-per with --slots 2 ran the job"
   MONGOLOCK_ONCE_PER=nope expect_exit 64 -- ml run "$name" -- true
   assert_error_line "invalid MONGOLOCK_ONCE_PER 'nope'" # the variable, not the option (issue 29)
   assert_free "$name"
@@ -408,5 +412,5 @@ run_case "kill -9 of mongolock, guardian and job: the next run on this host take
 run_case "kill -9 of mongolock and guardian: no instant takeover while the job's children live" survivors_block_the_instant_takeover
 run_case "--min-hold outlives a dead holder: the guardian's release and the instant takeover keep it" min_hold_outlives_a_dead_holder
 run_case "--once-per: the success is recorded before the release" once_per_records_before_releasing
-run_case "bad --splay and --once-per values: 64 with one line" bad_values
+run_case "bad --splay and --once-per values, --once-per with --slots: 64 with one line" bad_values
 finish
