@@ -538,4 +538,20 @@ TEST_CASE("A far waiter looks again no later than its tickets' renewal is due: a
   CHECK(pause <= policy.queue.ticket_lease * 3 / 8);
 }
 
+TEST_CASE("A head that finds the lock free by reading takes it in that step, not one step later") {
+  MemoryStore store;
+  Locker holder(store, quiet);
+  auto held = holder.try_acquire(request("job", "h:1"));
+  REQUIRE(held);
+  const WaitPolicy policy{.wait = Millis::max(), .push = false}; // it polls: no event wakes it
+  Locker locker(store, quiet);
+  Waiter waiter(locker, {request("job", "w:1")}, policy);
+  CHECK(waiter.step(short_sleep)); // joins; first in line, the lock is held
+  REQUIRE(waiter.state() == State::head);
+  REQUIRE(holder.release(LockSelector{.program = held->program, .id = held->id, .token = held->token}).kind ==
+          ReleaseOutcome::released);
+  CHECK_FALSE(waiter.step(short_sleep)); // reads the lock free and takes it at once
+  CHECK(waiter.state() == State::acquired);
+}
+
 TEST_SUITE_END();
