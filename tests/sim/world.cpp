@@ -240,8 +240,8 @@ void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
     c.p_replace = rng.chance(0.5) ? 0.5 : 0.25;
   }
   // run --once-per in 1 schedule in 4, with a period longer than the horizon; a job fails 1 time in 4 or 2.
-  // One slot per name: with --slots N two holders decide at once and both run (--once-per does not refuse
-  // --slots; the simulator found it: seed 400 with two slots; reported, not modelled).
+  // One slot per name: run refuses --once-per with --slots above 1 (two holders would decide at once and both
+  // run: the simulator found it, seed 400 with two slots).
   if (rng.chance(c.plant == Plant::late_record ? 1.0 : 0.25)) {
     for (auto& [name, slots] : c.slots)
       slots = 1;
