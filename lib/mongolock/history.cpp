@@ -367,4 +367,23 @@ std::vector<RunRecord> RunStore::last_runs(const std::vector<std::string>& names
   return out;
 }
 
+std::optional<std::string> succeeded_within(RunStore& store, const std::vector<LockRecord>& locks, Millis period) {
+  const auto now = store.clock().now();
+  std::optional<RunRecord> oldest;
+  for (const auto& lock : locks) {
+    std::optional<RunRecord> newest;
+    for (auto& run : store.runs_of_kind(lock.name, now - period, k_max_history_keep, RunKind::executed)) {
+      if (run.outcome == outcome_name(Outcome::ok)) {
+        newest = std::move(run);
+        break; // newest first
+      }
+    }
+    if (!newest) return std::nullopt;
+    if (!oldest || newest->ended_at < oldest->ended_at) oldest = std::move(newest);
+  }
+  return fmt::format("'{}' succeeded on {} {} ago (--once-per {}); not run", printable(oldest->name),
+                     printable(oldest->host), format_duration(std::max(Millis(0), now - oldest->ended_at)),
+                     format_duration(period));
+}
+
 } // namespace mongolock

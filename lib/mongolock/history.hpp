@@ -77,6 +77,15 @@ inline constexpr std::size_t k_skip_host_sample = 5;
 void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log, std::vector<RunRecord>* deferred = nullptr);
 
+// run --once-per's decision, made while holding every lock of the run (so no two hosts both decide to run; the
+// simulator runs it too): when a run of each lock's name succeeded (outcome ok, on any host) within `period`
+// before now (store's server clock), the line to print ("'report' succeeded on web1 3h12m ago (--once-per
+// 23h); not run", naming the name whose last success is oldest); nullopt when the command is due. One find
+// per name on the runs collection (at most k_max_history_keep runs of the period). Throws Error (69) when
+// the server fails: the caller releases the locks.
+[[nodiscard]] std::optional<std::string> succeeded_within(RunStore& store, const std::vector<LockRecord>& locks,
+                                                          Millis period);
+
 // The last executed run of each of `names` that has one (for `list`), read where the read pays for it:
 // the "<collection>_lastrun" summaries (RunStore::last_runs(), one find), the executed runs that ended
 // after each (RunStore::executed_since(), one find: a name without a summary reads its executed runs, at

@@ -233,31 +233,6 @@ Outcome run_outcome(const RunOutcome& result, bool release_gone) {
   return result.command_status == 0 ? Outcome::ok : Outcome::failed;
 }
 
-// run --once-per, decided while holding every lock of the run (so no two hosts both decide to run): when
-// a run of each name succeeded (outcome ok, on any host) within `period` before now (server clock), the
-// line to print ("'report' succeeded on web1 3h12m ago (--once-per 23h); not run", naming the name whose
-// last success is oldest); nullopt when the command is due. One find per name on the runs collection
-// (at most the history's runs of the period). Throws Error (69) when the server fails: the caller
-// releases the locks.
-std::optional<std::string> succeeded_within(RunStore& store, const std::vector<LockRecord>& locks, Millis period) {
-  const auto now = store.clock().now();
-  std::optional<RunRecord> oldest;
-  for (const auto& lock : locks) {
-    std::optional<RunRecord> newest;
-    for (auto& run : store.runs_of_kind(lock.name, now - period, k_max_history_keep, RunKind::executed)) {
-      if (run.outcome == outcome_name(Outcome::ok)) {
-        newest = std::move(run);
-        break; // newest first
-      }
-    }
-    if (!newest) return std::nullopt;
-    if (!oldest || newest->ended_at < oldest->ended_at) oldest = std::move(newest);
-  }
-  return fmt::format("'{}' succeeded on {} {} ago (--once-per {}); not run", printable(oldest->name),
-                     printable(oldest->host), format_duration(std::max(Millis(0), now - oldest->ended_at)),
-                     format_duration(period));
-}
-
 // One `mongolock run` after its options were checked: its store, locks and recorder, and one method per
 // step. A step returns the exit code when the run ends there (std::nullopt: go on); every way out goes
 // through the recorder.

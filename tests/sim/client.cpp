@@ -3,6 +3,7 @@
 #include "host.hpp"
 
 #include <mongolock/error.hpp>
+#include <mongolock/history.hpp>
 #include <mongolock/supervisor.hpp>
 
 #include <fmt/format.h>
@@ -91,6 +92,7 @@ void Client::step() {
         }
         m_waiter = std::make_unique<mongolock::Waiter>(m_locker, requests(), policy);
         m_waiting_since = m_world.now();
+        m_joined.clear();
       }
       acquire();
       break;
@@ -214,6 +216,7 @@ void Client::skip_queue() {
     auto rs = requests();
     if (!m_skipper) {
       m_skipper = std::make_unique<mongolock::WaitQueue>(m_store, m_log, mongolock::QueueTiming{});
+      m_joined.clear();
       m_skipper->join(m_wants, rs.front().process);
     }
     (void)m_skipper->keep_alive(mongolock::QueueTiming{}.ticket_lease);
@@ -306,7 +309,6 @@ mongolock::AcquireOutcome Client::acquire_partial() {
 // heartbeat (HeartbeatSteps, heartbeat.hpp) keeps the lease, and the guardian is armed with that deadline.
 void Client::start(std::vector<LockRecord> locks) {
   const auto& timing = m_world.config().timing;
-  const auto now = m_world.now();
   for (const auto& lock : locks)
     m_world.acquired(lock);
   m_locks = std::move(locks);
@@ -314,6 +316,12 @@ void Client::start(std::vector<LockRecord> locks) {
   m_state = State::finishing;
   m_run_names = m_wants;
   m_wants.clear();
+  if (m_world.config().once_per && !due(*m_world.config().once_per)) {
+    m_job = false;
+    m_wake_at = m_world.now();
+    return;
+  }
+  const auto now = m_world.now();
   const auto start_by = mongolock::lease_deadline(m_store, m_locks, timing);
   if (now >= start_by && m_world.config().plant != Plant::late_spawn) {
     m_world.note(fmt::format("{} acquired {} past its renew deadline: releases, starts nothing", m_tag, held()));
@@ -342,6 +350,7 @@ void Client::start(std::vector<LockRecord> locks) {
       run.lock_ids.push_back(lock.id);
   }
   m_job_planned_end = now + m_world.rng().millis(timing.ttl / 4, timing.ttl * 3);
+  m_job_fails = m_world.rng().chance(m_world.config().p_job_fails);
   // The guardian, armed with the first acquisition's deadline (run: on_lost term); it checks first
   // whenever it wakes.
   m_guardian.emplace(ns(start_by), ns(timing.kill_grace));
@@ -418,6 +427,7 @@ void Client::renewed(LocalTime deadline) {
 
 void Client::set_lost(const std::string& why) {
   m_lost = true;
+  if (m_heart) m_world.lease_lost(*this, m_locks, m_heart->deadline() - m_world.config().timing.renew_deadline, why);
   if (m_guardian) {
     const auto now = m_world.now();
     guardian_wake(now);
@@ -426,15 +436,42 @@ void Client::set_lost(const std::string& why) {
   m_world.note(fmt::format("{} lost {}: {}; the job is stopped", m_tag, held(), why));
 }
 
-// After the job has ended (the guardian reaped it): release by _id + token, as run does.
+// After the job has ended (the guardian reaped it): release by _id + token, as run does; run --once-per records the
+// run in the history (a success before the release: Run::finish_once_per(); Plant::late_record: after it).
 void Client::finish() {
   if (m_job && m_world.now() < job_end()) {
     m_wake_at = job_end();
     return;
   }
+  // The job ran to its own end with the lease held, and exited 0.
+  const bool succeeded =
+      m_job && m_heart && !m_lost && m_replaced_by.empty() && !m_job_fails && job_end() >= m_job_planned_end;
+  const bool once = m_world.config().once_per.has_value();
+  const bool late = m_world.config().plant == Plant::late_record;
+  const bool ran = m_job;
   m_job = false;
   m_store.reconnect(std::nullopt);
-  // release_after_run(): each lock in turn, a failure of one does not keep the others.
+  bool recorded = once && succeeded && !late && record_success();
+  release_all();
+  if (once && succeeded && late) recorded = record_success();
+  if (once && ran && !succeeded) {
+    try {
+      auto records = run_records("failed");
+      m_store.insert_runs(records);
+    } catch (const mongolock::Error& e) {
+      m_world.note(fmt::format("{} could not record its run: {}", m_tag, e.what()));
+    }
+  }
+  if (recorded) m_world.once_succeeded(*this, m_locks);
+  m_locks.clear();
+  m_run_names.clear();
+  m_heart.reset();
+  m_renewing.clear();
+  idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl * 2));
+}
+
+// release_after_run(): each lock in turn, a failure of one does not keep the others.
+void Client::release_all() {
   for (std::size_t i = 0; i < m_locks.size(); ++i) {
     const auto& lock = m_locks[i];
     // The lease counts as valid (the release is sent before its deadline): a --min-hold must be kept.
@@ -458,11 +495,58 @@ void Client::finish() {
       m_world.note(fmt::format("{} could not release '{}': {}", m_tag, lock.program, e.what()));
     }
   }
-  m_locks.clear();
-  m_run_names.clear();
-  m_heart.reset();
-  m_renewing.clear();
-  idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl * 2));
+}
+
+bool Client::due(Millis period) {
+  try {
+    const auto done = mongolock::succeeded_within(m_store, m_locks, period);
+    if (!done) return true;
+    m_world.count("once-per runs not due");
+    m_world.note(fmt::format("{} {}", m_tag, *done));
+  } catch (const mongolock::Error& e) {
+    m_world.note(fmt::format("{} could not read the history ({}): releases, starts nothing", m_tag, e.what()));
+  }
+  return false;
+}
+
+bool Client::record_success() {
+  const auto deadline = m_heart->deadline();
+  const auto left = std::chrono::floor<Millis>(deadline - m_world.now());
+  if (left <= Millis(0)) {
+    m_world.note(fmt::format("{} succeeded past its renew deadline: recorded as lease-lost", m_tag));
+    return false;
+  }
+  auto records = run_records("ok");
+  bool confirmed = false;
+  m_store.reconnect(mongolock::CallLimits{left, left});
+  try {
+    m_store.insert_runs(records);
+    confirmed = true;
+  } catch (const mongolock::Error& e) {
+    m_world.note(fmt::format("{} could not record its success: {}", m_tag, e.what()));
+  }
+  m_store.reconnect(std::nullopt);
+  if (m_world.now() >= deadline) confirmed = false; // exit 76: not this period's success
+  m_world.note(fmt::format("{} {} its success", m_tag, confirmed ? "recorded" : "did not record"));
+  return confirmed;
+}
+
+std::vector<mongolock::RunRecord> Client::run_records(const char* outcome) {
+  std::vector<mongolock::RunRecord> records;
+  const auto now = m_store.clock().now();
+  for (const auto& lock : m_locks) {
+    mongolock::RunRecord r;
+    r.name = lock.name;
+    r.process = lock.process;
+    r.host = lock.process.substr(0, lock.process.rfind(':'));
+    r.user = "sim";
+    r.command = {"job"};
+    r.ended_at = now;
+    r.outcome = outcome;
+    r.lock = lock.id;
+    records.push_back(std::move(r));
+  }
+  return records;
 }
 
 // Plant::jump_queue: client 1's --wait runs take a free lock as runs without --wait do (the others queue).

@@ -35,13 +35,23 @@ public:
   [[nodiscard]] bool busy() const { return m_busy; }
   [[nodiscard]] bool dead() const { return m_state == State::dead; }
   [[nodiscard]] LocalTime paused_until() const { return m_paused_until; }
-  void pause(LocalTime until) { m_paused_until = std::max(m_paused_until, until); }
+  void pause(LocalTime until) {
+    m_paused_until = std::max(m_paused_until, until);
+    fault(until);
+  }
+  // A fault touched this client until `until` (a call's fault: failed, delayed, early error, lost reply; a
+  // pause; its call held up by others'): the liveness invariants excuse a lost lease or ticket after it.
+  void fault(LocalTime until) { m_fault = std::max(m_fault, until); }
+  [[nodiscard]] LocalTime own_fault() const { return m_fault; }
   void kill();
   // Its cursor's getMore is parked until `until` (SimFeed): its next step comes then, or with an event.
   void park(LocalTime until) { m_parked_until = until; }
   // A call of this client returned later than it would have on its own: the calls of others nested in it
   // held it up (the scheduler starved it, as a stopped process).
-  void overran() { m_overran_at = m_world.now(); }
+  void overran() {
+    m_overran_at = m_world.now();
+    fault(m_overran_at);
+  }
   void wake_on_event() {
     if (m_parked_until) m_wake_at = std::min(m_wake_at, m_world.now());
   }
@@ -98,6 +108,15 @@ private:
   // How many of m_locks the heartbeat renews (all; 1 under Plant::first_only).
   [[nodiscard]] std::size_t renewed_count() const { return m_renewing.empty() ? m_locks.size() : 1; }
   void finish();
+  void release_all();
+  // run --once-per (Run::check_before_start()): the real succeeded_within() on the history, holding the locks;
+  // false when a success of every name is recorded (not due) or the read failed: nothing starts.
+  [[nodiscard]] bool due(Millis period);
+  // Run::finish_once_per(): the job's `ok` recorded, the call cut at the lease's renew deadline (CallLimits); true
+  // when the server confirmed it before that deadline.
+  [[nodiscard]] bool record_success();
+  // The history records of this run (one per lock), with `outcome`.
+  [[nodiscard]] std::vector<mongolock::RunRecord> run_records(const char* outcome);
   void set_lost(const std::string& why);
   [[nodiscard]] mongolock::AcquireOutcome acquire_partial(); // Plant::partial
   void idle_for(Millis d);
@@ -139,10 +158,13 @@ private:
   LocalTime m_job_planned_end{};
   std::optional<mongolock::GuardianDeadline> m_guardian; // the real watchdog of the job's guardian
   LocalTime m_died_at = LocalTime::max();                // killed (the host died: its job with it)
-  Millis m_dying{0};         // how long its job takes to die after SIGKILL (Config::max_dying)
-  pid_t m_pid = 0;           // same host: its current run's pid (Host)
-  bool m_replace = false;    // this attempt is a run --replace (Config::p_replace)
-  std::string m_replaced_by; // its heartbeat saw a newer replacing run ("host:pid"): the job is being stopped
+  Millis m_dying{0};              // how long its job takes to die after SIGKILL (Config::max_dying)
+  pid_t m_pid = 0;                // same host: its current run's pid (Host)
+  bool m_replace = false;         // this attempt is a run --replace (Config::p_replace)
+  LocalTime m_fault{};            // the latest effect of a fault that touched it (fault())
+  std::set<std::string> m_joined; // the names this wait's queue inserted a ticket of (a second one is a rejoin)
+  bool m_job_fails = false;       // run --once-per schedules: this job exits non-zero
+  std::string m_replaced_by;      // its heartbeat saw a newer replacing run ("host:pid"): the job is being stopped
   friend class SimStore;
   friend class SimFeed;
 };

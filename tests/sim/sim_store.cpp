@@ -232,6 +232,7 @@ SimStore::Arrival SimStore::draw_arrival(Write kind, LocalTime start, LocalTime 
     a.early = std::min(limit, start + rng.millis(Millis(0), rtt / 2 + Millis(1)));
     a.arrives = std::max(a.arrives, *a.early + rng.millis(Millis(1), k_long_delay));
   }
+  if (transport > Millis(0) || a.between || a.early) m_client.fault(a.arrives + a.delay);
   return a;
 }
 
@@ -244,10 +245,12 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
   const auto limit = m_call_deadline.value_or(start + k_operation_timeout);
   const auto rtt = m_clock.round_trip();
   if (m_world.outage()) {
+    m_client.fault(m_world.outage_end());
     wait_until(std::min(limit, start + k_connect_timeout));
     throw unavailable(fmt::format("{}: server unreachable", what));
   }
   if (rng.chance(config.p_fail)) {
+    m_client.fault(start + rtt / 2);
     wait_until(start + rtt / 2);
     throw unavailable(fmt::format("{}: failed before it reached the server", what));
   }
@@ -295,6 +298,7 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
     throw unavailable(fmt::format("{}: operation exceeded time limit", what));
   }
   if (rng.chance(config.p_lost)) {
+    m_client.fault(limit);
     wait_until(limit);
     throw unavailable(fmt::format("{}: reply lost (the write applied)", what));
   }
@@ -355,6 +359,10 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
   if (m_world.config().plant == Plant::renew_by_name) {
     selector.id.reset();
     selector.token.reset();
+  }
+  // The planted bug: a renewal built from a stale copy of the lock (the token of an earlier acquisition).
+  if (m_world.config().plant == Plant::stale_renewal && selector.token && m_world.rng().chance(0.2)) {
+    selector.token = *selector.token + "-stale";
   }
   const auto sent_at = m_world.now();
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(selector, out); });
@@ -467,10 +475,14 @@ bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
       },
       Write::read);
   ticket.id = *id;
+  // A second ticket of a name in one wait: the first lapsed or was lost (WaitQueue::keep_alive() rejoins).
+  if (inserted && !m_client.m_joined.insert(copy.name).second) m_world.ticket_rejoined(m_client, copy.name);
   return inserted;
 }
 
 std::int64_t SimStore::renew_ticket(std::string_view id, ServerTime now, ServerTime expires_at) {
+  // The planted bug: the renewal's filter gets the new expiry where the time now belongs (it never matches).
+  if (m_world.config().plant == Plant::ticket_filter) now = expires_at;
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_filter(id, now, out); });
   const auto update = make_doc([&](bson_t* out) { mongolock::store::ticket_renew_update(expires_at, out); });
   const Contract<TicketRecord> contract = [i = std::string(id), now](const TicketRecord& t) {
@@ -530,6 +542,34 @@ void SimStore::append_event(std::string_view name, std::string_view ticket) {
         m_world.server().append_event(n, t);
         m_world.event_appended();
         return true;
+      },
+      Write::read);
+}
+
+void SimStore::insert_runs(std::vector<mongolock::RunRecord>& records) {
+  auto ids = std::make_shared<std::vector<std::string>>();
+  (void)call<bool>(
+      "insert (runs)",
+      [this, copy = records, ids]() mutable {
+        m_world.server().insert_runs(copy);
+        for (const auto& r : copy) {
+          ids->push_back(r.id);
+          m_world.note(fmt::format("  server: run of {} by c{}: {}", r.name, m_client.id(), r.outcome));
+        }
+        return true;
+      },
+      Write::update);
+  for (std::size_t i = 0; i < records.size() && i < ids->size(); ++i)
+    records[i].id = (*ids)[i];
+}
+
+std::vector<mongolock::RunRecord> SimStore::runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
+                                                 std::int64_t limit) {
+  const std::optional<std::string> n = name ? std::optional<std::string>(std::string(*name)) : std::nullopt;
+  return call<std::vector<mongolock::RunRecord>>(
+      "find (runs)",
+      [this, n, since, limit] {
+        return m_world.server().runs(n ? std::optional<std::string_view>(*n) : std::nullopt, since, limit);
       },
       Write::read);
 }

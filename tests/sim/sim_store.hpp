@@ -8,9 +8,11 @@
 
 #include "world.hpp"
 
+#include <mongolock/run_store.hpp>
+
 namespace sim {
 
-class SimStore final : public mongolock::LockStore {
+class SimStore final : public mongolock::LockStore, public mongolock::RunStore {
 public:
   SimStore(World& world, Client& client);
 
@@ -40,6 +42,12 @@ public:
   [[nodiscard]] std::optional<mongolock::LockRecord> remove_returning(const mongolock::LockSelector& which) override;
   void append_event(std::string_view name, std::string_view ticket) override;
   [[nodiscard]] std::unique_ptr<mongolock::EventFeed> follow_events(Millis await) override;
+  // The run history (run --once-per), as server operations in flight like the rest: the insert may be delayed
+  // or land after an early error. purge_runs() deletes nothing (a schedule is shorter than any retention).
+  void insert_runs(std::vector<mongolock::RunRecord>& records) override;
+  [[nodiscard]] std::vector<mongolock::RunRecord> runs(std::optional<std::string_view> name,
+                                                       std::optional<ServerTime> since, std::int64_t limit) override;
+  [[nodiscard]] std::int64_t purge_runs(std::string_view, std::int64_t, ServerTime) override { return 0; }
 
 private:
   // Sends `op` to the server: applied there after the request latency (unless it fails first), answered

@@ -70,17 +70,19 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 } // namespace
 
 Plant parse_plant(const std::string& text) {
-  for (const auto p : {Plant::none, Plant::name_selector, Plant::no_grace, Plant::late_reply, Plant::rollback,
-                       Plant::late_spawn, Plant::no_hold, Plant::skip_queue, Plant::no_poll, Plant::partial,
-                       Plant::first_only, Plant::renew_by_name, Plant::jump_queue, Plant::long_expiry, Plant::no_extend,
-                       Plant::hidden_proof, Plant::no_margin, Plant::ignore_replace}) {
+  for (const auto p :
+       {Plant::none,         Plant::name_selector, Plant::no_grace,       Plant::late_reply,  Plant::rollback,
+        Plant::late_spawn,   Plant::no_hold,       Plant::skip_queue,     Plant::no_poll,     Plant::partial,
+        Plant::first_only,   Plant::renew_by_name, Plant::jump_queue,     Plant::long_expiry, Plant::no_extend,
+        Plant::hidden_proof, Plant::no_margin,     Plant::ignore_replace, Plant::late_record, Plant::stale_renewal,
+        Plant::ticket_filter}) {
     if (text == plant_name(p)) return p;
   }
   throw std::invalid_argument(
       "unknown bug '" + text +
       "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
       "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend, hidden-proof, "
-      "no-margin)");
+      "no-margin, ignore-replace, late-record, stale-renewal, ticket-filter)");
 }
 
 const char* plant_name(Plant plant) {
@@ -121,6 +123,12 @@ const char* plant_name(Plant plant) {
     return "no-margin";
   case Plant::ignore_replace:
     return "ignore-replace";
+  case Plant::late_record:
+    return "late-record";
+  case Plant::stale_renewal:
+    return "stale-renewal";
+  case Plant::ticket_filter:
+    return "ticket-filter";
   }
   return "?";
 }
@@ -231,6 +239,16 @@ void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
       slots = 1;
     c.p_replace = rng.chance(0.5) ? 0.5 : 0.25;
   }
+  // run --once-per in 1 schedule in 4, with a period longer than the horizon; a job fails 1 time in 4 or 2.
+  // One slot per name: run refuses --once-per with --slots above 1 (two holders would decide at once and both
+  // run: the simulator found it, seed 400 with two slots).
+  if (rng.chance(c.plant == Plant::late_record ? 1.0 : 0.25)) {
+    for (auto& [name, slots] : c.slots)
+      slots = 1;
+    c.once_per = c.horizon * 2;
+    c.p_job_fails = rng.chance(0.5) ? 0.25 : 0.5;
+  }
+  if (c.plant == Plant::ticket_filter) c.p_wait = 1.0;
 }
 
 std::string World::run() {
@@ -278,6 +296,9 @@ void World::step_clock() {
   m_server.set_clock(m_truth);
   m_slack = std::chrono::abs(m_config.clock_step);
   m_stepped = true;
+  // A client's clock estimate is off by the step until it next reads the server's clock (a handshake), however
+  // late that is: its writes meanwhile may be expired on arrival. The liveness invariants are off from here.
+  global_fault(LocalTime::max());
   count("server clock steps");
   note(fmt::format("the server's clock steps by {} ms", m_config.clock_step.count()));
 }
@@ -364,6 +385,7 @@ void World::chaos() {
         m_config.names[static_cast<std::size_t>(m_rng.range(0, static_cast<int>(m_config.names.size()) - 1))];
     for (const auto& lock : m_server.list(name)) {
       m_broken.emplace(lock.id, m_now);
+      global_fault(m_now); // its holder loses the lease; a waiter's plans change
       (void)m_server.remove(mongolock::LockSelector{.program = lock.program, .id = lock.id});
       note(fmt::format("chaos: break --force '{}' (removes {})", lock.program, lock.id));
       count("breaks");
@@ -371,6 +393,7 @@ void World::chaos() {
   } else {
     const auto d = m_rng.millis(Millis(100), ttl);
     m_outage_until = std::max(m_outage_until, m_now + d);
+    global_fault(m_outage_until);
     note(fmt::format("chaos: server unreachable for {} ms", d.count()));
     count("outages");
   }
@@ -742,6 +765,55 @@ void World::attempt_held(const Client& client, const std::string& name, LocalTim
                                   client.id(), fmt_time(started), doc->program, dead->id(), fmt_time(free_at)));
     }
   }
+}
+
+void World::once_succeeded(const Client& client, const std::vector<mongolock::LockRecord>& locks) {
+  count("once-per successes recorded");
+  const auto is_broken = [&](const auto& lock) { return broken(lock.id); };
+  const bool exempt = std::any_of(locks.begin(), locks.end(), is_broken);
+  bool all = !locks.empty();
+  for (const auto& lock : locks) {
+    auto& before = m_successes[lock.name];
+    all =
+        all && std::any_of(before.begin(), before.end(), [&](const auto& id) { return id != lock.id && !broken(id); });
+  }
+  if (exempt) return;
+  for (const auto& lock : locks)
+    m_successes[lock.name].push_back(lock.id);
+  if (!all || !m_pending.empty()) return;
+  std::vector<std::string> names;
+  for (const auto& lock : locks)
+    names.push_back(lock.name);
+  m_pending = fmt::format("c{} ran and recorded a success of '{}' (--once-per) although a success of each was recorded "
+                          "within the period before",
+                          client.id(), fmt::join(names, "', '"));
+}
+
+LocalTime World::last_fault(const Client& client) const { return std::max(client.own_fault(), m_global_fault); }
+
+// Liveness of the lease: a live holder's renewals succeed when nothing is wrong. A lease lost while no fault
+// touched its holder since the lease's basis (the send time of the renewal it counts from) and none of its locks
+// was broken is lost for no reason.
+void World::lease_lost(const Client& client, const std::vector<mongolock::LockRecord>& locks, LocalTime base,
+                       const std::string& why) {
+  count("leases lost");
+  if (last_fault(client) >= base || client.dead()) return;
+  if (std::any_of(locks.begin(), locks.end(), [&](const auto& l) { return broken(l.id); })) return;
+  if (!m_pending.empty()) return;
+  m_pending = fmt::format("c{} lost its lease ({}) although nothing was wrong since {} (no fault touched it, no lock "
+                          "of it was broken)",
+                          client.id(), why, fmt_time(base));
+}
+
+// Liveness of the queue: a live waiter keeps its ticket. One that joins again without a fault within the longest
+// ticket lease (+ the answer limit + 1 s) lost it for no reason.
+void World::ticket_rejoined(const Client& client, const std::string& name) {
+  count("queue rejoins");
+  const mongolock::QueueTiming queue;
+  const auto window = queue.far_ticket_lease + queue.purge_after / 2 + Millis(1000);
+  if (last_fault(client) >= m_now - window || !m_pending.empty()) return;
+  m_pending = fmt::format("c{}'s ticket of '{}' lapsed (it joins the queue again) although nothing was wrong since {}",
+                          client.id(), name, fmt_time(m_now - window));
 }
 
 } // namespace sim

@@ -45,6 +45,9 @@ enum class Plant {
   hidden_proof,   // the same-host takeover treats hidden evidence as proof (hidepid, EPERM, an unseen cgroup)
   no_margin,      // the lease timing keeps no safety margin (renew deadline + kill grace = TTL)
   ignore_replace, // a run --replace holder never stops for a replacing run (Supervisor::check_replaced missing)
+  late_record,    // run --once-per records its success after the release (issue #19), not before it
+  stale_renewal,  // 1 renewal in 5 is sent with a stale token: it matches nothing and the lease is lost for no reason
+  ticket_filter,  // a queue ticket's renewal selects `expires_at > new expiry` (not > now): it never matches
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -100,6 +103,10 @@ struct Config {
   Millis clock_step{0};
   Millis clock_step_at{0};
   [[nodiscard]] bool step_beyond_grace() const { return clock_step > grace; }
+  // run --once-per (1 schedule in 4; all under Plant::late_record): every run is one, with this period (longer
+  // than the horizon: every success counts). Jobs then fail (exit non-zero) this often: a failed run is run again.
+  std::optional<Millis> once_per;
+  double p_job_fails = 0;
 };
 
 // An invariant failed: unwinds the whole schedule (World::run catches it).
@@ -205,6 +212,23 @@ public:
   // mongolock, guardian, job or a part of the job still runs is a violation (raised at the next check: not
   // through the Locker's call).
   bool judge_holder(const Client& contender, const mongolock::LockRecord& lock, bool taking_over);
+  // run --once-per: `client`'s run on `locks` had its job succeed and its `ok` records confirmed by the server
+  // while the lease held. At most one such run per name and period unless a run failed: a violation when every
+  // name of the run already had one (by another run), neither run's lock broken (`break --force`).
+  void once_succeeded(const Client& client, const std::vector<mongolock::LockRecord>& locks);
+  // --- liveness: nothing is lost for no reason -------------------------------------------------------
+  // A fault touched every client (an outage, a step of the server's clock) until `until`.
+  void global_fault(LocalTime until) { m_global_fault = std::max(m_global_fault, until); }
+  // The latest a fault that touches `client` had an effect (its own calls' faults, pauses, starvation, or a
+  // global fault).
+  [[nodiscard]] LocalTime last_fault(const Client& client) const;
+  // `client`, alive, lost its lease on `locks`, which counted from `base` (local time): a violation unless a
+  // fault touched it since `base` or one of the locks was broken.
+  void lease_lost(const Client& client, const std::vector<mongolock::LockRecord>& locks, LocalTime base,
+                  const std::string& why);
+  // `client`, waiting in the queue, joins the queue of `name` again (its ticket lapsed or was lost): a violation
+  // unless a fault touched it within the longest ticket lease (far_ticket_lease) + answer limit + 1 s.
+  void ticket_rejoined(const Client& client, const std::string& name);
   void count(const char* what) { ++m_counts[what]; }
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
 
@@ -243,6 +267,9 @@ private:
   std::string m_pending;                      // a violation found inside a call, raised at the next check
   std::map<int, LocalTime> m_replacing_since; // per replaceable holder: a newer replacing run has waited since
   bool m_ended = false;
+  LocalTime m_global_fault{};
+  // run --once-per: per name, the _id of the lock of each run that recorded a confirmed success.
+  std::map<std::string, std::vector<std::string>> m_successes;
   struct Op {
     LocalTime when;
     std::uint64_t seq;

@@ -1,4 +1,5 @@
-// HeartbeatSteps (heartbeat.hpp) on the in-memory store: what a step sends once the heartbeat was given up.
+// HeartbeatSteps (heartbeat.hpp) on the in-memory store: what a step sends once the heartbeat was given up, and
+// a reply at the very instant of the renew deadline.
 #include <doctest/doctest.h>
 
 #include <mongolock/heartbeat.hpp>
@@ -29,4 +30,37 @@ TEST_CASE("After give_up() a step sends no renewal and ends the heartbeat (Super
   CHECK_FALSE(steps.step());
   CHECK(store.lock_writes().size() == writes); // nothing sent after give_up()
   CHECK(renewed == 0);
+}
+
+TEST_CASE("A renewal answered at the very instant of the renew deadline does not count (a tie is late)") {
+  struct Fixed final : TimeSource {
+    LocalTime t{std::chrono::seconds(1000)};
+    LocalTime now() noexcept override { return t; }
+  } fixed;
+  struct Restore {
+    TimeSource* previous;
+    ~Restore() { set_time_source(previous); }
+  } restore{set_time_source(&fixed)};
+  // FerretDB v1's semantics: its `between` hook runs inside the renewal, where the reply's time is set.
+  MemoryStore store(WriteSemantics::ferretdb_v1);
+  const Log quiet(Verbosity::quiet);
+  Locker locker(store, quiet);
+  AcquireRequest request;
+  request.name = "job";
+  request.process = "a:1";
+  request.ttl = 30s;
+  request.takeover_grace = 2s;
+  auto lock = locker.try_acquire(request);
+  REQUIRE(lock);
+  std::vector<LockRecord> locks{*lock};
+  const auto timing = make_lease_timing(30s, std::nullopt, std::nullopt, std::nullopt);
+  int renewed = 0;
+  HeartbeatSteps steps(locker, locks, timing, quiet, [&](LocalTime) { ++renewed; });
+  const auto deadline = steps.deadline();
+  fixed.t = steps.next_wakeup();
+  REQUIRE(fixed.t < deadline);
+  store.between = [&] { fixed.t = deadline; }; // the server applies it; the reply is read at the deadline
+  CHECK_FALSE(steps.step());
+  CHECK(renewed == 0);
+  CHECK(steps.deadline() == deadline);
 }

@@ -368,6 +368,8 @@ TEST_CASE("own-orphan notes: only this PID namespace's stale notes are swept (re
   CHECK(file_exists(other_ns_note));
   CHECK_FALSE(file_exists(own_stale_note));
   CHECK(noted_own_orphan(getpid(), *start, lock));
+  CHECK_FALSE(noted_own_orphan(0, *start, lock)); // no caller: never a note
+  CHECK_FALSE(noted_own_orphan(getpid(), 0, lock));
   for (const auto* path : {&container_note, &other_ns_note, &own_stale_note})
     unlink(path->c_str());
   // This caller's own note: its name carries the namespace.

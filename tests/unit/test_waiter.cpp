@@ -510,4 +510,48 @@ TEST_CASE("The head behind a young unmarked run lock looks again when its quiet 
   waiter.outcome().leave_queue();
 }
 
+TEST_CASE("A far waiter looks again no later than its tickets' renewal is due: a long interval never lets them lapse") {
+  MemoryStore store;
+  Locker holder(store, quiet);
+  REQUIRE(holder.try_acquire(request("job", "h:1")));
+  WaitPolicy policy{.wait = Millis::max()};
+  policy.queue.followers = 1;
+  policy.queue.far_step = 5000ms; // the third in line would look again only after far_max
+  policy.queue.far_max = 6000ms;
+  std::vector<std::unique_ptr<Locker>> lockers;
+  std::vector<std::unique_ptr<Waiter>> waiters;
+  for (int i = 0; i < 3; ++i) {
+    lockers.push_back(std::make_unique<Locker>(store, quiet));
+    waiters.push_back(
+        std::make_unique<Waiter>(*lockers.back(), std::vector{request("job", "w:" + std::to_string(i))}, policy));
+    CHECK(waiters.back()->step(short_sleep));
+  }
+  REQUIRE(waiters[2]->state() == State::far);
+  // Its tickets still have the join's short lease (4 s), due for renewal 1.5 s after it: the pause ends by then
+  // (issue 28: the `min` of its interval and the renewal taken as a `max` waited past the lease).
+  Millis pause{0};
+  CHECK(waiters[2]->step([&](Millis d) {
+    pause = d;
+    return true;
+  }));
+  CHECK(pause > 0ms);
+  CHECK(pause <= policy.queue.ticket_lease * 3 / 8);
+}
+
+TEST_CASE("A head that finds the lock free by reading takes it in that step, not one step later") {
+  MemoryStore store;
+  Locker holder(store, quiet);
+  auto held = holder.try_acquire(request("job", "h:1"));
+  REQUIRE(held);
+  const WaitPolicy policy{.wait = Millis::max(), .push = false}; // it polls: no event wakes it
+  Locker locker(store, quiet);
+  Waiter waiter(locker, {request("job", "w:1")}, policy);
+  CHECK(waiter.step(short_sleep)); // joins; first in line, the lock is held
+  REQUIRE(waiter.state() == State::head);
+  REQUIRE(holder.release(LockSelector{.program = held->program, .id = held->id, .token = held->token}).kind ==
+          ReleaseOutcome::released);
+  CHECK_FALSE(waiter.step(short_sleep)); // reads the lock free and takes it at once
+  CHECK(waiter.state() == State::acquired);
+}
+
 TEST_SUITE_END();
