@@ -70,6 +70,7 @@ bool HeartbeatSteps::step() {
     return true;
   }
   bool all_renewed = true;
+  const auto round_sent = Clock::now();
   for (std::size_t i = 0; i < m_locks.size(); ++i) {
     const auto outcome = renew_one(i);
     if (outcome == Renewal::gone) return false;
@@ -78,14 +79,13 @@ bool HeartbeatSteps::step() {
   LocalTime deadline;
   {
     std::lock_guard lock(m_mutex);
-    // The renewal call bound (LeaseBook::call_bound) is withdrawn again: with it, a run on a link of 1 s
-    // latency per message hung after its job ended (integration.faults_network, "1 s latency"); see
-    // docs/testing.md. A failed round is retried retry_delay after it ended.
-    m_next = all_renewed ? m_book.next_renewal() : Clock::now() + retry_delay;
+    // A failed round is retried retry_delay after it was sent: at once after a call that was abandoned
+    // for time (LeaseBook::call_bound left room for this attempt), later after an error answer.
+    m_next = all_renewed ? m_book.next_renewal() : std::max(Clock::now(), round_sent + retry_delay);
     deadline = m_book.deadline();
   }
   if (all_renewed && m_renewed) m_renewed(deadline);
-  if (all_renewed) mark_if_waited();
+  if (all_renewed) mark_if_waited(m_next); // m_next: written by this thread only
   return true;
 }
 
@@ -93,8 +93,17 @@ bool HeartbeatSteps::step() {
 // someone waits (Locker::mark_if_waited). Waiters never write the holder's document, so this thread
 // is the only writer of it while the command runs (the main thread writes before and after). A failure
 // only delays a waiter's wake-up (it polls); the next renewal gets a fresh connection.
-void HeartbeatSteps::mark_if_waited() {
+// Its own bound (issue 27): half the renew interval, and done before the renewal due at `next`; never
+// the renewal's call limits, whose few ms left after a slow renewal let a reconnect inside the read
+// escape them (integration.faults_network "1 s latency", docs/testing.md). Skipped below 100 ms.
+void HeartbeatSteps::mark_if_waited(LocalTime next) {
+  const auto budget = std::min(std::chrono::floor<Millis>(next - Clock::now()), m_timing.renew_interval / 2);
+  if (budget < Millis(100)) {
+    m_log.debugf("queue of waiters not read: {} left before the next renewal", format_duration(budget));
+    return;
+  }
   try {
+    m_locker.store().reconnect(CallLimits{budget, budget, std::nullopt, false}); // the renewal's clock
     (void)m_locker.mark_if_waited(m_locks);
   } catch (const Error& e) {
     m_log.debugf("could not read the queue of waiters: {}", e.what());
@@ -119,7 +128,9 @@ void HeartbeatSteps::check_replace(LocalTime next) {
     std::lock_guard lock(m_mutex);
     if (!m_replaced_by.empty()) return;
   }
-  const auto budget = std::clamp(std::chrono::floor<Millis>(next - Clock::now()), Millis(1), Millis(1000));
+  // Never a budget of ~0 (issue 27): below 100 ms the check waits for the next one.
+  const auto budget = std::min(std::chrono::floor<Millis>(next - Clock::now()), Millis(1000));
+  if (budget < Millis(100)) return;
   try {
     auto& store = m_locker.store();
     store.reconnect(CallLimits{budget, budget});
@@ -156,15 +167,15 @@ HeartbeatSteps::Renewal HeartbeatSteps::renew_one(std::size_t i) {
   const auto sent = Clock::now();
   if (sent >= deadline) return Renewal::gone; // too late: the lease is lost
   const auto left = std::chrono::floor<Millis>(deadline - sent);
-  const auto total = left + m_timing.kill_grace + Millis(500);
+  const auto total = m_book.call_bound(left);
   try {
     // The run's connection while it answers; a new one after a failed call, so that a server that failed
     // a check is tried again at once (libmongoc's single-threaded client would wait 5s). A connect must be
     // done by the deadline; the call may end a little later (its reply then does not count), so that a
     // slow server is given the time there is, while the thread still ends within the kill grace + 0.5s
     // of the deadline and mongolock exits soon after its job (ARCHITECTURE.md, "Faults").
-    // A primary that went silent without a reset hangs this call to the deadline: the lease is lost
-    // (issue 27; LeaseBook::call_bound, which would abandon it in time for one more attempt, is withdrawn).
+    // The call is abandoned in time for one more attempt on a new connection before the deadline
+    // (LeaseBook::call_bound): a primary that went silent without a reset hangs it (issue 27).
     m_locker.store().reconnect(CallLimits{left, total, m_book.server_bound(total)});
     if (!m_locker.renew(lease, m_timing.ttl, sent)) {
       report_gone(fmt::format("the lock document of '{}' is gone (expired and taken over, or broken with "

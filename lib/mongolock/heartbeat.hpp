@@ -65,7 +65,8 @@ public:
 
 private:
   enum class Renewal { renewed, failed, gone };
-  void mark_if_waited();
+  // Reads the queue after a renewal, bounded on its own to end before `next` (the next renewal).
+  void mark_if_waited(LocalTime next);
   // Whether `ticket` is this run's own (by _id, never by `process`: issue 26 item 7).
   [[nodiscard]] bool own_ticket(const TicketRecord& ticket) const;
   void check_replace(LocalTime next);

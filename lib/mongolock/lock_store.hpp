@@ -150,6 +150,9 @@ struct CallLimits {
   // was lost cannot write its expiry long after a newer renewal (servers whose updates read, then write:
   // FerretDB v1). Unset: no bound.
   std::optional<Millis> server = std::nullopt;
+  // Re-read the server's clock at the next clock() (a hello): every renewal does; a read right after one
+  // (the heartbeat's queue read) keeps the clock it just read.
+  bool reread_clock = true;
 };
 
 // Every method is one server command (plus the connection handshake on first use). Errors of the
@@ -160,7 +163,8 @@ public:
 
   // The server's clock. The first call connects (server selection) and reads the handshake's localTime;
   // later calls take a newer hello reply into account (a new connection's handshake), and send a hello to
-  // re-read it when the clock is 60s old or reconnect() was called with limits since (every renewal).
+  // re-read it when the clock is 60s old or reconnect() was called with limits since that ask for it
+  // (CallLimits::reread_clock: every renewal).
   virtual const ServerClock& clock() = 0;
 
   // Sets the time limits of the next calls, and makes a new client (a new connection, server selection

@@ -227,6 +227,7 @@ std::int64_t MemoryStore::remove_ticket_where(const TicketMatch& match) {
 }
 
 std::vector<TicketRecord> MemoryStore::tickets(const std::vector<std::string>& names) {
+  m_tickets_limits = m_limits;
   std::vector<TicketRecord> out;
   for (const auto& ticket : m_tickets) {
     if (names.empty() || std::find(names.begin(), names.end(), ticket.name) != names.end()) out.push_back(ticket);

@@ -79,7 +79,10 @@ public:
   [[nodiscard]] const std::map<std::string, LockRecord>& documents() const { return m_locks; }
 
   const ServerClock& clock() override { return m_clock; }
-  void reconnect(std::optional<CallLimits>) override {}
+  // Only remembers the limits (no time passes here): tickets_limits() says which a queue read ran under.
+  void reconnect(std::optional<CallLimits> limits) override { m_limits = limits; }
+  // The limits of the last reconnect() before the last tickets() call (for assertions; nullopt: none).
+  [[nodiscard]] const std::optional<CallLimits>& tickets_limits() const { return m_tickets_limits; }
   void ensure_indexes() override {}
   [[nodiscard]] bool insert(LockRecord& lock) override;
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
@@ -107,6 +110,8 @@ public:
   [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
 
 private:
+  std::optional<CallLimits> m_limits;         // the last reconnect()'s
+  std::optional<CallLimits> m_tickets_limits; // m_limits at the last tickets()
   // Updates the one lock document `which` selects with `change`, with the store's semantics; returns the
   // number matched.
   std::int64_t update(const LockSelector& which, const std::string& fields,

@@ -217,12 +217,13 @@ mongoc_stream_t* deadline_initiator(const mongoc_uri_t* uri, const mongoc_host_l
                    "connection to %s lost; not reconnecting within this call's time limit", host->host_and_port);
     return nullptr;
   }
-  if (factory->deadline->until && LeaseClock::now() >= *factory->deadline->until) {
-    // The call's time is up (a retried write after a renewal was abandoned): the handshake's reads would
-    // fail at once on the DeadlineStream, but the driver's scanner polls the socket beneath it and would
-    // wait out its connect timeout (5s, once per server selection) before it gave up (issue 27).
+  if (!factory->deadline->connect_fits(LeaseClock::now())) {
+    // Less of the call is left than the connect limit (or none: a retried read or write after a call
+    // was cut at its deadline; CallDeadline::connect_fits says why that would outlast the call). The call
+    // fails instead; the next reconnect() makes a client whose connect limit fits.
     bson_set_error(error, MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_CONNECT,
-                   "connection to %s not made: this call's time limit has passed", host->host_and_port);
+                   "connection to %s not made: less is left of this call's time limit than a connect may take",
+                   host->host_and_port);
     return nullptr;
   }
   mongoc_stream_t* inner = mongoc_client_default_stream_initiator(uri, host, factory->client, error);
@@ -310,6 +311,7 @@ MongoStore::~MongoStore() = default;
 
 void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   connect_limit = std::max(connect, Millis(1));
+  call_deadline.connect = connect_limit;
   socket_limit = std::max(socket, Millis(1));
   mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_CONNECTTIMEOUTMS, to_int32_ms(connect_limit));
   mongoc_uri_set_option_as_int32(uri.get(), MONGOC_URI_SERVERSELECTIONTIMEOUTMS, to_int32_ms(connect_limit));
@@ -369,7 +371,8 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
     return;
   }
   const auto now = LeaseClock::now();
-  const auto connect = std::min(impl.config.connect_timeout, limits->connect);
+  // The connect fits in the call (issue 27: a renewal call bound shorter than the time to the deadline).
+  const auto connect = std::min({impl.config.connect_timeout, limits->connect, std::max(limits->total, Millis(1))});
   const auto total = std::min(limits->total, connect + impl.config.operation_timeout);
   // A new client after a failed call; its connect and handshake get 7/8 of the connect limit, so that the
   // next calls, whose limits differ by the few ms their timers wake late, let it connect again if needed.
@@ -385,7 +388,7 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   impl.call_deadline.server = limits->server;
   // Every renewal re-reads the server's time (one hello on the connection, as the handshake of a new
   // connection did before issue 15): a clock estimate made stale by a paused VM is corrected at once.
-  impl.clock_due = true;
+  if (limits->reread_clock) impl.clock_due = true;
 }
 
 namespace {

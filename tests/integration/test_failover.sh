@@ -40,7 +40,34 @@ replica_set_discovered() {
   expect_exit 0 -- ml --uri "$FP_URI" run "$name" -- true
 }
 
-# A silent failover at a renewal (--ttl 6s, 4 s; man LIMITS: it costs the lease): the lease
+# Default TTL (30 s: renew every 10 s, deadline 20 s): the primary stops answering (no reset) when the
+# first renewal is sent, and the new primary answers 8 s later. The hung renewal is abandoned in time for
+# another attempt on a new connection, which succeeds: the job runs on (exit 0) and never overlaps a
+# contender's. Without the renewal call bound (main before issue 27's third round) the hung call outlived
+# the renew deadline: exit 76.
+silent_failover_default_ttl() {
+  local name a
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  start_holder a "$FP_URI" "$name" 24
+  a=$HOLDER_PID
+  wait_acquired a
+  if unshare --uts true 2>/dev/null; then start_contender b "$name" 1; fi
+  proxy blackout 8000 findAndModify:update
+  expect_exit_code 0 "$a" a 60
+  rule_fired "blackout: [0-9]+ open connection\(s\) silent for good, new ones answered in 8000 ms"
+  assert_matches "$T/a.err" "lease renewal of '$name' failed, retrying"
+  (($(renewals a) >= 2)) || fail_with "no renewal after the failover" stderr "$T/a.err"
+  assert_not_matches "$T/a.err" "lease (lost|.*renew deadline)"
+  if [[ -n ${CONTENDER_PID:-} ]]; then
+    expect_exit_code 0 "$CONTENDER_PID" b 60
+    check_holders
+  fi
+  result "silent failover of 8 s at a renewal (default ttl 30s): exit a=0, $(renewals a) renewals"
+}
+
+# A silent failover longer than the TTL's margin (--ttl 6s: about 1.9 s, man LIMITS; here 4 s): the lease
 # is lost, the job is stopped before the lease can end (a contender on another host never overlaps it),
 # mongolock exits 76, and no "retrying" is printed after "lost".
 silent_failover_too_long() {
@@ -333,7 +360,8 @@ queue_ticket_errors() {
 }
 
 run_case "failproxy presents the server as replica set rs0: acquire, status, release, run" replica_set_discovered
-run_case "silent failover at a renewal: the lease is lost, job stopped in time, 76, no overlap" silent_failover_too_long
+run_case "silent failover of 8 s at a renewal, default TTL: the job runs on" silent_failover_default_ttl
+run_case "silent failover longer than the TTL's margin: job stopped in time, 76, no overlap" silent_failover_too_long
 run_case "election errors on renewals: each retried on a new connection, the job runs on" renewal_election_errors
 run_case "no primary: acquire waits for one within --connect-timeout, else 'no primary'" no_primary
 run_case "renew command: reply lost 69 outcome unknown; election errors 69 not applied" renew_command_faults

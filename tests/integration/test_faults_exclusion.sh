@@ -253,7 +253,10 @@ stalled_renewal_written_late() {
     options=()
     ((round == 1)) || options=(--renew-interval 1s --renew-deadline 26s --kill-grace 1s)
     rm -f "$T/stall.port"
-    python3 "$ITEST_DIR/stallproxy.py" "$T/stall.port" "$SERVER_PORT" "$T/db/mongolock.sqlite" 4 8 0.03 0.5 \
+    # Hold 7 s: the retries after R1 are sent 2 s apart from R1's send time (LeaseBook::call_bound's
+    # cadence, issue 27), so the one 8 s after R1 is Rk with a second to spare either way (with 8 s it
+    # raced the hold, was reset, and the next retry came past the deadline: no Rk at all).
+    python3 "$ITEST_DIR/stallproxy.py" "$T/stall.port" "$SERVER_PORT" "$T/db/mongolock.sqlite" 4 7 0.03 0.5 \
       2>"$T/stall$round.log" &
     track $!
     wait_until 10 test -s "$T/stall.port"

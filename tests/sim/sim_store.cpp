@@ -184,7 +184,7 @@ void SimStore::reconnect(std::optional<mongolock::CallLimits> limits) {
   }
   m_call_deadline = m_world.now() + limits->total;
   m_server_bound = limits->server;
-  redraw_clock(); // every renewal re-reads the server's clock (hello)
+  if (limits->reread_clock) redraw_clock(); // every renewal re-reads the server's clock (hello)
 }
 
 void SimStore::wait_until(LocalTime t) {

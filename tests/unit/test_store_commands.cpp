@@ -9,6 +9,7 @@
 
 #include <mongolock/memory_store.hpp>
 #include <mongolock/store/commands.hpp>
+#include <mongolock/store/impl.hpp>
 
 #include <algorithm>
 #include <functional>
@@ -222,3 +223,21 @@ TEST_CASE("The tickets' filters select what renew_ticket, remove_ticket and tick
 }
 
 TEST_SUITE_END();
+
+// Issue 27: a connection made inside a bounded call whose connect limit outlasts what is left of the call
+// let the driver's handshake run past the call's deadline (docs/testing.md, the "1 s latency" hang); the
+// initiator used to refuse only once the deadline had passed.
+TEST_CASE("A connection inside a bounded call is made only while the connect limit fits in what is left") {
+  using namespace std::chrono_literals;
+  store::CallDeadline deadline;
+  deadline.connect = 4300ms;
+  const auto now = LeaseClock::now();
+  CHECK(deadline.connect_fits(now)); // no bounded call: the configured timeouts apply
+  deadline.until = now + 300ms;
+  CHECK_FALSE(deadline.connect_fits(now)); // 300 ms left, the handshake may take 4.3 s
+  CHECK_FALSE(deadline.connect_fits(now + 299ms));
+  deadline.until = now + 5s;
+  CHECK(deadline.connect_fits(now));
+  CHECK(deadline.connect_fits(now + 700ms));
+  CHECK_FALSE(deadline.connect_fits(now + 701ms));
+}

@@ -37,6 +37,15 @@ struct CallDeadline {
   std::optional<Millis> server;   // maxTimeMS of a renewal (CallLimits::server)
   bool may_connect = true;        // false: a new connection is refused (a kept client whose connect limit
                                   // is longer than the call allows; see MongoStore::reconnect)
+  Millis connect{0};              // the client's connect limit (see connect_fits)
+
+  // Whether a new connection may be made at `now` (the stream initiator asks): outside a bounded call
+  // always; inside one only while the client's connect limit fits in what is left of it (issue 27). The
+  // handshake's hello runs in libmongoc's scanner, which waits on the socket beneath the DeadlineStream
+  // for up to the connect limit: past the deadline the stream refuses the hello while the socket still
+  // reports the connect's EINPROGRESS as "try again", and the scanner spins to the connect limit, once
+  // per server selection (docs/testing.md, the "1 s latency" hang).
+  [[nodiscard]] bool connect_fits(LocalTime now) const { return !until || now + connect <= *until; }
 };
 
 // mongoc_client_set_stream_initiator()'s user data: the client (for the default initiator's TLS options)
