@@ -29,7 +29,7 @@ struct ProcessIdentity {
   [[nodiscard]] bool complete() const { return !boot_id.empty() && !pid_ns.empty() && pid_start > 0; }
 };
 
-// This process's identity. Never throws.
+// This process's identity. Never throws. Read once per process (pid) when every field could be read.
 [[nodiscard]] ProcessIdentity own_process_identity();
 
 // Where process `pid` of this PID namespace runs, to record as a holder's place (lock_store.hpp HolderPlace;

@@ -221,12 +221,13 @@ public:
 
   // --- the queue of waiters (queue.hpp), in its own collection "<collection>_queue" ----------------
 
-  // The highest seq of any ticket of any name (0 when there is none). The first call creates the unique
-  // index on (name, seq) of the queue collection (createIndexes).
+  // The highest seq of any ticket of any name (0 when there is none).
   [[nodiscard]] virtual std::int64_t highest_ticket() = 0;
 
   // Inserts `ticket`, assigning ticket.id. Returns false when `ticket.name` already has a ticket with
-  // this seq (duplicate key 11000), true when inserted.
+  // this seq (duplicate key 11000), true when inserted. Its unique index on (name, seq) of the queue
+  // collection is created first (createIndexes), once per store, unless tickets() has read a stored
+  // ticket, which shows that the index exists (every ticket is inserted after it).
   [[nodiscard]] virtual bool insert_ticket(TicketRecord& ticket) = 0;
 
   // Sets expires_at of ticket `id` to `expires_at` if its lease has not run out (expires_at > `now`).
@@ -238,7 +239,8 @@ public:
   [[nodiscard]] virtual std::int64_t remove_ticket(std::string_view id,
                                                    std::optional<ServerTime> expired_at_or_before = std::nullopt) = 0;
 
-  // The tickets of `names` (every name when empty), expired or not, in line order: by seq, then name.
+  // The tickets of `names` (every name when empty), expired or not, in line order: by seq, then name. One
+  // read is enough to know the queue's unique index exists (see insert_ticket).
   [[nodiscard]] virtual std::vector<TicketRecord> tickets(const std::vector<std::string>& names) = 0;
 
   // --- push wake-ups of waiters ------------------------------------------------------------------

@@ -13,11 +13,16 @@
 #include <thread>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <mutex>
+#include <random>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,16 +49,54 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
 // mongoc_cleanup(). A process killed outright (a holder's SIGKILL) leaves it behind, and a later process
 // that gets the same pid cannot create its own and prints "Falling back to malloc for counters". So each
 // mongolock removes its own file at once (the mapping stays valid; nothing else reads the counters), and
-// nothing is left behind whatever ends it. Only the file this very process has mapped (same device and
-// inode in /proc/self/maps) and owns: never another user's, and never one of a process with the same pid
-// number in another pid namespace that shares /dev/shm (a container), which a "pid not alive" test would
-// take for stale.
-void remove_own_driver_counters() {
-  const auto path = fmt::format("/dev/shm/mongoc-{}", getpid());
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return;
+// nothing is left behind whatever ends it. Only the file this very process has mapped and owns: never
+// another user's, and never one of a process with the same pid number in another pid namespace that
+// shares /dev/shm (a container), which a "pid not alive" test would take for stale.
+
+// The slots of libmongoc's first counter: its exported __mongoc_counter_dns_failure is a mongoc_counter_t,
+// {mongoc_counter_slots_t* cpus} (libmongoc 1.x, mongoc-counters-private.h), pointing into the /dev/shm
+// segment or, where the driver could not create that, into malloc'ed memory. nullptr without the symbol.
+volatile std::int64_t* driver_counter_slot() {
+  void* symbol = dlsym(RTLD_DEFAULT, "__mongoc_counter_dns_failure");
+  return symbol == nullptr ? nullptr : *static_cast<std::int64_t* volatile*>(symbol);
+}
+
+// True when the counters file `fd` (`size` bytes) is this process's counters segment: a random value
+// written into our counter slot shows in the file (through a mapping of our own), at the same place for a
+// second value; the slot gets its value back (nothing reads the counters; this runs once, at start-up,
+// before any client exists). One open and mmap instead of reading /proc/self/maps (~0.3 ms of CPU).
+bool file_holds_own_counters(int fd, std::size_t size, volatile std::int64_t* slot) {
+  void* view = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (view == MAP_FAILED) return false;
+  const auto* words = static_cast<const volatile std::int64_t*>(view);
+  const std::size_t count = size / sizeof(std::int64_t);
+  std::random_device random;
+  const auto value = [&random] {
+    return static_cast<std::int64_t>((std::uint64_t{random()} << 32U) | random()) | 1; // never 0
+  };
+  const std::int64_t saved = *slot;
+  const std::int64_t first = value();
+  *slot = first;
+  std::size_t at = 0;
+  while (at < count && words[at] != first)
+    ++at;
+  bool same = false;
+  if (at < count) {
+    std::int64_t second = value();
+    if (second == first) second = first ^ 2;
+    *slot = second;
+    same = words[at] == second;
+  }
+  *slot = saved;
+  munmap(view, size);
+  return same;
+}
+
+// The same question answered by /proc/self/maps (same device and inode), for a driver without the
+// counter symbol.
+bool maps_list_file(const std::string& path, const struct stat& st) {
   FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (maps == nullptr) return;
+  if (maps == nullptr) return false;
   char line[4096];
   bool mapped = false;
   while (!mapped && std::fgets(line, sizeof line, maps) != nullptr) {
@@ -65,7 +108,24 @@ void remove_own_driver_counters() {
     }
   }
   std::fclose(maps);
-  if (mapped) unlink(path.c_str());
+  return mapped;
+}
+
+void remove_own_driver_counters() {
+  const auto path = fmt::format("/dev/shm/mongoc-{}", getpid());
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return;
+  auto* slot = driver_counter_slot();
+  bool own = false;
+  if (slot == nullptr) {
+    own = maps_list_file(path, st);
+  } else if (const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC); fd >= 0) {
+    struct stat opened {};
+    own = fstat(fd, &opened) == 0 && opened.st_ino == st.st_ino && opened.st_dev == st.st_dev && opened.st_size > 0 &&
+          opened.st_size <= (1 << 24) && file_holds_own_counters(fd, static_cast<std::size_t>(opened.st_size), slot);
+    close(fd);
+  }
+  if (own) unlink(path.c_str());
 }
 
 // mongoc_init() once per process, mongoc_cleanup() at exit.

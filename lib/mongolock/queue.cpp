@@ -36,7 +36,7 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
                     names.front(), where, seq, seq < 0 ? "lowest" : "highest"));
   };
   const auto next = [&] {
-    const auto highest = m_store.highest_ticket(); // also makes the unique index
+    const auto highest = m_store.highest_ticket();
     if (!front) {
       if (highest == std::numeric_limits<std::int64_t>::max()) throw no_room(highest, "the seq of a queue ticket");
       return highest + 1;

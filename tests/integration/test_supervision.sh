@@ -275,7 +275,8 @@ sigterm_after_release() {
 }
 
 # The driver's /dev/shm/mongoc-PID files: another user's, one of a pid not alive here (it may be another
-# pid namespace's) and one of a live process are left alone; mongolock's own is gone while it runs. In a
+# pid namespace's), one of a live process and one at mongolock's own pid that it did not create are left
+# alone; mongolock's own is gone while it runs. In a
 # mount namespace of its own with an empty /dev/shm: other mongolock binaries on this host (older ones
 # removed the files of pids not alive) must not touch the files under test.
 driver_counter_files() {
@@ -302,6 +303,11 @@ echo "$rc" >"$out/status.rc"
 ls /dev/shm | sort >"$out/left"
 printf '%s\n' "mongoc-$dead" "mongoc-$((dead - 1))" "mongoc-$live" | sort >"$out/created"
 kill "$live"
+# A file of this user at the very pid of a mongolock, there before it started: the driver could not
+# create its own (it falls back to malloc), so the file is not this process's and stays.
+sh -c 'echo $$ >"$2/stale.pid"; : >"/dev/shm/mongoc-$$"; exec env -u MONGOC_DISABLE_SHM "$0" status "$1"' \
+  "$MONGOLOCK_BIN" "$name" "$out" >/dev/null 2>"$out/stale.err" || true
+ls /dev/shm >"$out/after_stale"
 env -u MONGOC_DISABLE_SHM "$MONGOLOCK_BIN" run "$name" -- sh -c 'touch "$1/started"; exec sleep 30' _ "$out" \
   >/dev/null 2>"$out/run.err" &
 pid=$!
@@ -318,6 +324,7 @@ SCRIPT
   unshare --mount --propagation private bash "$T/shm.sh" "$name" "$T" || fail "the namespace script failed"
   assert_eq "$(cat "$T/status.rc")" 1 "exit status of status"
   assert_eq "$(cat "$T/left")" "$(cat "$T/created")" "the files in /dev/shm after status"
+  assert_contains "$T/after_stale" "mongoc-$(cat "$T/stale.pid")"
   [[ -e $T/started ]] || fail_with "the run did not start its command" stderr "$T/run.err"
   pid=$(cat "$T/pid")
   assert_not_contains "$T/during" "mongoc-$pid"

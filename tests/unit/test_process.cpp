@@ -262,6 +262,32 @@ TEST_CASE("The holder-file sweep skips a FIFO named like a holder file instead o
   CHECK(finished);
 }
 
+TEST_CASE("own_process_identity() is a forked child's own, not its parent's remembered one") {
+  const auto parent = own_process_identity();
+  REQUIRE(parent.complete());
+  REQUIRE(own_process_identity().pid_start == parent.pid_start); // remembered: the same
+  usleep(20'000); // the child's start (in 10 ms clock ticks) then differs from this process's
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const auto self = own_process_identity();
+    const auto start = process_start(getpid()).value_or(-1);
+    const bool own = self.complete() && self.pid_start == start && start != parent.pid_start;
+    const char ok = own && self.boot_id == parent.boot_id ? 'y' : 'n';
+    (void)!write(fds[1], &ok, 1);
+    _exit(0);
+  }
+  close(fds[1]);
+  char ok = 0;
+  CHECK(read(fds[0], &ok, 1) == 1);
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(ok == 'y');
+}
+
 TEST_CASE("A holder file owned by another user, or writable by others, proves nothing") {
   if (geteuid() != 0) return; // chown needs root; the suites run as root (scripts/test)
   const auto self = own_process_identity();

@@ -239,7 +239,7 @@ struct MongoStore::Impl {
   // The queue collection, opened on first use; with `ensure_index`, its unique index on (name, seq) is
   // created first (once per store).
   mongoc_collection_t* queue_collection(bool ensure_index = false);
-  bool queue_indexed = false;
+  bool queue_indexed = false; // created, or known to exist (a stored ticket was read: tickets())
 
   // The runs collection, opened on first use; with `ensure_index`, its index on (name, ended_at) is created
   // first (once per client).

@@ -89,7 +89,7 @@ mongoc_collection_t* MongoStore::Impl::queue_collection(bool ensure_index) {
 std::int64_t MongoStore::highest_ticket() {
   auto& impl = *m_impl;
   impl.connect();
-  auto* queue = impl.queue_collection(/*ensure_index=*/true);
+  auto* queue = impl.queue_collection();
   Bson filter;
   Bson opts;
   append_sort(opts.get(), {{"seq", -1}});
@@ -102,7 +102,7 @@ std::int64_t MongoStore::highest_ticket() {
 bool MongoStore::insert_ticket(TicketRecord& ticket) {
   auto& impl = *m_impl;
   impl.connect();
-  auto* queue = impl.queue_collection();
+  auto* queue = impl.queue_collection(/*ensure_index=*/true);
   ticket.id = new_object_id();
   Bson doc;
   to_bson(ticket, doc.get());
@@ -152,8 +152,12 @@ std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& na
   Bson opts;
   append_sort(opts.get(), {{"seq", 1}, {"name", 1}});
   BSON_APPEND_INT64(opts.get(), "batchSize", k_one_reply); // every ticket in the first reply
-  return impl.find_docs<TicketRecord>(impl.queue_collection(), filter.get(), opts.get(), ticket_from_bson,
-                                      "read of the queue of waiters");
+  auto found = impl.find_docs<TicketRecord>(impl.queue_collection(), filter.get(), opts.get(), ticket_from_bson,
+                                            "read of the queue of waiters");
+  // A stored ticket shows that the unique index exists: every ticket is inserted after its index was
+  // created (insert_ticket), so a waiter that read one need not send the createIndexes again.
+  if (!found.empty()) impl.queue_indexed = true;
+  return found;
 }
 
 namespace {
