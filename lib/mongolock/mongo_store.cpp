@@ -55,8 +55,10 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
 
 // The slots of libmongoc's first counter: its exported __mongoc_counter_dns_failure is a mongoc_counter_t,
 // {mongoc_counter_slots_t* cpus} (libmongoc 1.x, mongoc-counters-private.h), pointing into the /dev/shm
-// segment or, where the driver could not create that, into malloc'ed memory. nullptr without the symbol.
+// segment or, where the driver could not create that, into malloc'ed memory. nullptr without the symbol,
+// and for any other major version than 1 (whose private layout this relies on): the maps check then.
 volatile std::int64_t* driver_counter_slot() {
+  if (mongoc_get_major_version() != 1) return nullptr;
   void* symbol = dlsym(RTLD_DEFAULT, "__mongoc_counter_dns_failure");
   return symbol == nullptr ? nullptr : *static_cast<std::int64_t* volatile*>(symbol);
 }
