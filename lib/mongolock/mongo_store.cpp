@@ -359,6 +359,14 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
     // The clock is re-read with an explicit hello instead (refresh_clock).
     mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS, INT32_MAX);
   }
+  if (mongoc_uri_get_option_as_int32(impl.uri.get(), MONGOC_URI_SOCKETCHECKINTERVALMS, 0) == 0) {
+    // No idle-socket check: on a connection idle for longer (5 s by default) libmongoc sends a hello
+    // first, one more round trip inside a renewal's call bound that the verbose log does not show (on a
+    // 3 s round trip: check, clock hello, update = 9 s, past the default TTL's 8.75 s bound; red team 5,
+    // F1). A dead connection is found by the call itself, which the bound and the retry on a new
+    // connection cover.
+    mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_SOCKETCHECKINTERVALMS, INT32_MAX);
+  }
   if (mongoc_uri_get_appname(impl.uri.get()) == nullptr) mongoc_uri_set_appname(impl.uri.get(), "mongolock");
   impl.open_client(config.connect_timeout, config.operation_timeout);
 

@@ -90,6 +90,28 @@ latency() {
   result "1 s latency per message (ttl 15s): overlap ${OVERLAP_MS}ms, exit a=0 b=0, $(renewals a) renewals"
 }
 
+# Every message delayed by 1.5 s in each direction (a round trip of 3 s) at the default TTL: the run keeps
+# its lease across a renewal. A renewal on a connection idle for more than libmongoc's socket check interval
+# (5 s by default) cost three round trips (the driver's idle check, the clock's hello, the update), 9 s
+# against the renewal's 8.75 s call bound, and the run lost its lease (red team 5, F1: exit 76, 2 of 2).
+latency_default_ttl() {
+  local name a
+  need_other_host
+  name=$(lock_name)
+  server_start
+  proxy_start
+  proxy delay 1500
+  start_holder a "$PROXY_URI" "$name" 20
+  a=$HOLDER_PID
+  wait_acquired a
+  start_contender b "$name" 1
+  expect_exit_code 0 "$a" a 90
+  (($(renewals a) >= 1)) || fail_with "no renewal" stderr "$T/a.err"
+  expect_exit_code 0 "$CONTENDER_PID" b 60
+  check_holders
+  result "1.5 s latency per message (default ttl): overlap ${OVERLAP_MS}ms, exit a=0 b=0, $(renewals a) renewals"
+}
+
 # Every connection reset just before a renewal is due (--ttl 6s): the run reconnects and keeps its
 # lease (exit 0); the failed renewal pins the lease until it can no longer be written. The job runs 10 s:
 # the renewal that lifts the pin is sent about 2.5 s after the reset (one failed renewal, the retry
@@ -125,5 +147,6 @@ run_case "blackhole shorter than the renew deadline, just after a renewal: exit 
 run_case "blackhole shorter than the renew deadline, mid-interval: exit 0, no overlap" blackhole_short 0.5
 run_case "blackhole shorter than the renew deadline, across a renewal: exit 0, no overlap" blackhole_short 0.9
 run_case "1 s latency per message: exit 0, no overlap" latency
+run_case "1.5 s latency per message at the default TTL: exit 0, no overlap" latency_default_ttl
 run_case "connections reset before a renewal: exit 0, no overlap" connections_reset
 finish
