@@ -3,12 +3,13 @@
 # (JITTER=J: the delay redrawn uniformly in [D-J, D+J] every 300 ms), run --ttl TTL with a JOB s job, a
 # contender on host-b straight to the server. Prints the exit status, how long mongolock outlived its job
 # (hang check: the earlier bug was 40 s+), the longest silence of its stderr, and the overlap.
-#   D=1000 TTL=15s JOB=8 [JITTER=0] bash x1_latency.sh [N]
+#   D=1000 TTL=15s JOB=8 [JITTER=0] [URI_OPTS=socketCheckIntervalMS=60000] bash x1_latency.sh [N]
 source "$(dirname "$0")/lib.sh"
 n=${1:-1}; D=${D:-1000}; TTL=${TTL:-15s}; JOB=${JOB:-8}; JITTER=${JITTER:-0}
 for i in $(seq "$n"); do
   new_case "x1d$D"; tp_start
   tp delay "$D"
+  [[ -n ${URI_OPTS:-} ]] && TP_URI+="?$URI_OPTS"
   if ((JITTER > 0)); then
     ( while :; do tp delay $((D - JITTER + RANDOM % (2 * JITTER + 1))); sleep 0.3; done ) & jpid=$!
   fi
@@ -20,7 +21,7 @@ for i in $(seq "$n"); do
   rc_of b; rb=$RC
   end_ns=$(awk '$2!="host-b" {v=$5} END {print v}' "$HOLDERS")
   after=$(( t1 - end_ns / 1000000 ))
-  echo "x1 D=$D J=$JITTER ttl=$TTL job=${JOB}s: a=$ra (ran $((t1 - t0))ms, exited ${after}ms after its job's last line) b=$rb renewals=$(renewals a) retrying=$(grep -c retrying "$W/a.err") $(check) dir=$W"
+  echo "x1 D=$D J=$JITTER ${URI_OPTS:-} ttl=$TTL job=${JOB}s: a=$ra (ran $((t1 - t0))ms, exited ${after}ms after its job's last line) b=$rb renewals=$(renewals a) retrying=$(grep -c retrying "$W/a.err") $(check) dir=$W"
   grep -E "lost|deadline|unknown|abandon|error|not released|warning" "$W/a.err" | head -4 | sed 's/^/   | /'
   tp_stop
 done
