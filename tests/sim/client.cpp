@@ -182,7 +182,8 @@ void Client::wait_in_queue() {
   m_parked_until.reset();
   try {
     if (m_waiter->step(sleeper)) {
-      m_wake_at = m_parked_until ? *m_parked_until : m_world.now() + pause;
+      // The Waiter's pause is on this client's clock; a parked getMore's end is the server's (the world's).
+      m_wake_at = m_parked_until ? *m_parked_until : world_at(local_now() + pause);
       const bool head = m_waiter->state() == mongolock::Waiter::State::head;
       if (!head) m_head_since.reset();
       if (head && !m_head_since) m_head_since = m_world.now();
@@ -322,8 +323,9 @@ void Client::start(std::vector<LockRecord> locks) {
     return;
   }
   const auto now = m_world.now();
+  const auto local = local_now(); // the real code's deadlines are on this client's clock
   const auto start_by = mongolock::lease_deadline(m_store, m_locks, timing);
-  if (now >= start_by && m_world.config().plant != Plant::late_spawn) {
+  if (local >= start_by && m_world.config().plant != Plant::late_spawn) {
     m_world.note(fmt::format("{} acquired {} past its renew deadline: releases, starts nothing", m_tag, held()));
     m_job = false;
     m_wake_at = now;
@@ -354,7 +356,7 @@ void Client::start(std::vector<LockRecord> locks) {
   // The guardian, armed with the first acquisition's deadline (run: on_lost term); it checks first
   // whenever it wakes.
   m_guardian.emplace(ns(start_by), ns(timing.kill_grace));
-  guardian_wake(now);
+  guardian_wake(local);
   m_state = State::holding;
   m_world.count("jobs");
   if (m_run_names.size() > 1) m_world.count("jobs on several names");
@@ -365,19 +367,20 @@ void Client::start(std::vector<LockRecord> locks) {
   }
   m_world.note(fmt::format("{} acquired {}: job until {} (deadline {})", m_tag, what,
                            ms(std::chrono::duration_cast<Millis>(m_job_planned_end - now)),
-                           ms(std::chrono::duration_cast<Millis>(m_heart->deadline() - now))));
+                           ms(std::chrono::duration_cast<Millis>(m_heart->deadline() - local))));
   for (const auto& lock : m_locks)
     m_world.job_started(lock);
-  m_wake_at = std::min({m_heart->next_wakeup(), m_job_planned_end, m_heart->deadline()});
+  m_wake_at = std::min({world_at(m_heart->next_wakeup()), m_job_planned_end, world_at(m_heart->deadline())});
 }
 
 // Supervisor's main loop (lease check first: its deadline, a lock found gone), then the real heartbeat's
 // step when it is due (the thread's wake-up, here on virtual time).
 void Client::hold() {
   const auto now = m_world.now();
-  if (!m_lost && now >= m_heart->deadline()) set_lost("the renew deadline passed");
+  const auto local = local_now();
+  if (!m_lost && local >= m_heart->deadline()) set_lost("the renew deadline passed");
   if (!m_lost && !m_heart->gone().empty()) set_lost(m_heart->gone());
-  check_replaced(now);
+  check_replaced(local);
   if (!m_lost && now >= m_job_planned_end) m_world.note(fmt::format("{} job on {} ended", m_tag, held()));
   if (!m_lost && m_replaced_by.empty() && now < m_job_planned_end && now >= job_end())
     m_world.note(fmt::format("{}: its guardian killed the job (its deadline lagged the lease's)", m_tag));
@@ -388,7 +391,7 @@ void Client::hold() {
     m_wake_at = job_end();
     return;
   }
-  if (now >= m_heart->next_wakeup() && !m_heart->step()) {
+  if (local >= m_heart->next_wakeup() && !m_heart->step()) {
     // Ended: the lock was found gone, too late to renew, or a reply after the deadline (it has passed).
     const auto gone = m_heart->gone();
     set_lost(gone.empty() ? "the renewal came too late (the renew deadline passed)" : gone);
@@ -397,7 +400,8 @@ void Client::hold() {
     m_wake_at = job_end();
     return;
   }
-  if (m_state == State::holding) m_wake_at = std::min({m_heart->next_wakeup(), job_end(), m_heart->deadline()});
+  if (m_state == State::holding)
+    m_wake_at = std::min({world_at(m_heart->next_wakeup()), job_end(), world_at(m_heart->deadline())});
 }
 
 // Supervisor::check_replaced(): a newer replacing run waits (the heartbeat's replace check saw its ticket):
@@ -416,7 +420,7 @@ void Client::check_replaced(LocalTime now) {
 // The heartbeat's `renewed` callback (Supervisor: Child::extend_deadline()): every lock was renewed.
 void Client::renewed(LocalTime deadline) {
   if (!m_renewing.empty()) m_locks.front() = m_renewing.front(); // Plant::first_only: its copy
-  const auto now = m_world.now();
+  const auto now = local_now();
   m_world.count("renewals");
   // The guardian woke at its deadline on its own (a fired watchdog stays fired), then gets the extension.
   guardian_wake(now);
@@ -427,9 +431,10 @@ void Client::renewed(LocalTime deadline) {
 
 void Client::set_lost(const std::string& why) {
   m_lost = true;
-  if (m_heart) m_world.lease_lost(*this, m_locks, m_heart->deadline() - m_world.config().timing.renew_deadline, why);
+  if (m_heart)
+    m_world.lease_lost(*this, m_locks, world_at(m_heart->deadline() - m_world.config().timing.renew_deadline), why);
   if (m_guardian) {
-    const auto now = m_world.now();
+    const auto now = local_now();
     guardian_wake(now);
     (void)m_guardian->stop(ns(now), ns(now + m_world.config().timing.kill_grace)); // Child::stop_job()
   }
@@ -451,9 +456,12 @@ void Client::finish() {
   const bool ran = m_job;
   m_job = false;
   m_store.reconnect(std::nullopt);
-  bool recorded = once && succeeded && !late && record_success();
+  // A confirmed success counts from its confirmation, before the release (whose call may take seconds while another
+  // run takes a lock and records its own: registered after it, the earlier success looked like a second one, seed
+  // 1131 of --multi).
+  if (once && succeeded && !late && record_success()) m_world.once_succeeded(*this, m_locks);
   release_all();
-  if (once && succeeded && late) recorded = record_success();
+  if (once && succeeded && late && record_success()) m_world.once_succeeded(*this, m_locks);
   if (once && ran && !succeeded) {
     try {
       auto records = run_records("failed");
@@ -462,7 +470,6 @@ void Client::finish() {
       m_world.note(fmt::format("{} could not record its run: {}", m_tag, e.what()));
     }
   }
-  if (recorded) m_world.once_succeeded(*this, m_locks);
   m_locks.clear();
   m_run_names.clear();
   m_heart.reset();
@@ -476,7 +483,7 @@ void Client::release_all() {
     const auto& lock = m_locks[i];
     // The lease counts as valid (the release is sent before its deadline): a --min-hold must be kept.
     const bool valid =
-        m_heart && !m_lost && m_world.now() < (i < renewed_count() ? m_heart->deadline(i) : m_heart->deadline());
+        m_heart && !m_lost && local_now() < (i < renewed_count() ? m_heart->deadline(i) : m_heart->deadline());
     try {
       const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token};
       mongolock::ReleaseOutcome result;
@@ -511,7 +518,7 @@ bool Client::due(Millis period) {
 
 bool Client::record_success() {
   const auto deadline = m_heart->deadline();
-  const auto left = std::chrono::floor<Millis>(deadline - m_world.now());
+  const auto left = std::chrono::floor<Millis>(deadline - local_now());
   if (left <= Millis(0)) {
     m_world.note(fmt::format("{} succeeded past its renew deadline: recorded as lease-lost", m_tag));
     return false;
@@ -526,7 +533,7 @@ bool Client::record_success() {
     m_world.note(fmt::format("{} could not record its success: {}", m_tag, e.what()));
   }
   m_store.reconnect(std::nullopt);
-  if (m_world.now() >= deadline) confirmed = false; // exit 76: not this period's success
+  if (local_now() >= deadline) confirmed = false; // exit 76: not this period's success
   m_world.note(fmt::format("{} {} its success", m_tag, confirmed ? "recorded" : "did not record"));
   return confirmed;
 }
@@ -582,7 +589,7 @@ LocalTime Client::guardian_kill_at() const {
 // mongolock and the guardian were killed); a host that dies takes its job with it at once.
 LocalTime Client::job_end() const {
   if (!m_job) return m_job_start;
-  auto end = std::min(m_job_planned_end, std::max(guardian_kill_at() + m_dying, m_job_start + Millis(1)));
+  auto end = std::min(m_job_planned_end, std::max(world_at(guardian_kill_at()) + m_dying, m_job_start + Millis(1)));
   if (m_died_at != LocalTime::max()) end = std::min(end, m_world.host() ? m_died_at + m_dying : m_died_at);
   return end;
 }
@@ -613,6 +620,6 @@ std::optional<LocalTime> Client::guardian_deadline() const {
 
 bool Client::job_running() const { return m_job && m_world.now() < job_end(); }
 
-bool Client::believes() const { return m_state == State::holding && !m_lost && m_world.now() < m_heart->deadline(); }
+bool Client::believes() const { return m_state == State::holding && !m_lost && local_now() < m_heart->deadline(); }
 
 } // namespace sim

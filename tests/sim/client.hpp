@@ -29,6 +29,11 @@ public:
   void step();
 
   [[nodiscard]] int id() const { return m_id; }
+  // Its own clock (LeaseClock, Config::ppm) now: the real code's times (its deadlines, the guardian's, the Waiter's
+  // pauses) are on it; the simulator's own (wake_at(), pauses, job_end()) on the world's.
+  [[nodiscard]] LocalTime local_now() const { return m_world.local_time(m_id, m_world.now()); }
+  // The world time at which its clock reads `local` (World::world_time(): rounded up).
+  [[nodiscard]] LocalTime world_at(LocalTime local) const { return m_world.world_time(m_id, local); }
   // Same-host schedules (Config::same_host): the pid of its current (or last) run on the shared host; 0 otherwise.
   [[nodiscard]] pid_t pid() const { return m_pid; }
   [[nodiscard]] LocalTime wake_at() const { return std::max(m_wake_at, m_paused_until); }
@@ -73,10 +78,12 @@ public:
   [[nodiscard]] LocalTime job_end() const;
   // The holder counts its lease valid now: holding, not lost, before LeaseBook's deadline.
   [[nodiscard]] bool believes() const;
-  // The guardian's watchdog deadline while it is armed (nullopt once it fired or stops the job).
+  // The guardian's watchdog deadline while it is armed (nullopt once it fired or stops the job); its own clock.
   [[nodiscard]] std::optional<LocalTime> guardian_deadline() const;
+  // LeaseBook's deadline of the lease (its own clock).
   [[nodiscard]] LocalTime belief_deadline() const { return m_heart ? m_heart->deadline() : LocalTime{}; }
-  // The heartbeat's lease of lock i (for SimStore's Plant::late_reply): its deadline; nullopt when none.
+  // The heartbeat's lease of lock i (for SimStore's Plant::late_reply): its deadline (its own clock); nullopt when
+  // none.
   [[nodiscard]] std::optional<LocalTime> lease_deadline_of(const std::string& id) const;
   // Waiting in the queue, first in line on every name it wants (wants()), neither dead nor stopped: since when
   // (the later of becoming the head, the end of its last pause and of its last call held up by others); nullopt
@@ -121,6 +128,7 @@ private:
   [[nodiscard]] mongolock::AcquireOutcome acquire_partial(); // Plant::partial
   void idle_for(Millis d);
   [[nodiscard]] bool jumps_queue() const;
+  // These three on its own clock, as the guardian's.
   [[nodiscard]] LocalTime guardian_kill_at() const;
   void guardian_wake(LocalTime now);
   void check_replaced(LocalTime now);

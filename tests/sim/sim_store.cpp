@@ -164,16 +164,17 @@ private:
 } // namespace
 
 SimStore::SimStore(World& world, Client& client)
-    : m_world(world), m_client(client), m_clock(world.server_now(), Millis(0), world.now()) {
+    : m_world(world), m_client(client), m_clock(world.server_now(), Millis(0), client.local_now()) {
   redraw_clock();
 }
 
 // A new estimate of the server's clock, as from a hello: off by at most half the round trip (the
-// bounds ServerClock states: at() -/+ round_trip / 2 + 1 ms).
+// bounds ServerClock states: at() -/+ round_trip / 2 + 1 ms), anchored on this client's clock (which may drift
+// from the server's: Config::ppm).
 void SimStore::redraw_clock() {
   const auto rtt = m_world.rng().millis(Millis(0), m_world.config().max_rtt);
   const auto error = m_world.rng().millis(-rtt / 2, rtt / 2);
-  m_clock = mongolock::ServerClock(m_world.server_now() - rtt / 2 + error, rtt, m_world.now());
+  m_clock = mongolock::ServerClock(m_world.server_now() - rtt / 2 + error, rtt, m_client.local_now());
 }
 
 void SimStore::reconnect(std::optional<mongolock::CallLimits> limits) {
@@ -182,7 +183,7 @@ void SimStore::reconnect(std::optional<mongolock::CallLimits> limits) {
     m_server_bound.reset();
     return;
   }
-  m_call_deadline = m_world.now() + limits->total;
+  m_call_deadline = m_client.local_now() + limits->total; // counted on this client's clock
   m_server_bound = limits->server;
   if (limits->reread_clock) redraw_clock(); // every renewal re-reads the server's clock (hello)
 }
@@ -242,7 +243,7 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
   const auto& config = m_world.config();
   const Busy busy(m_client.m_busy);
   const auto start = m_world.now();
-  const auto limit = m_call_deadline.value_or(start + k_operation_timeout);
+  const auto limit = m_call_deadline ? m_client.world_at(*m_call_deadline) : start + k_operation_timeout;
   const auto rtt = m_clock.round_trip();
   if (m_world.outage()) {
     m_client.fault(m_world.outage_end());
@@ -364,7 +365,7 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
   if (m_world.config().plant == Plant::stale_renewal && selector.token && m_world.rng().chance(0.2)) {
     selector.token = *selector.token + "-stale";
   }
-  const auto sent_at = m_world.now();
+  const auto sent_at = m_client.local_now();
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(selector, out); });
   const auto update =
       make_doc([&](bson_t* out) { mongolock::store::renew_update(expires_at, renewed_at, ttl, mark_waiters, out); });
@@ -384,7 +385,7 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
       },
       Write::update);
   const auto deadline = which.id ? m_client.lease_deadline_of(*which.id) : std::nullopt;
-  if (matched > 0 && deadline && m_world.now() >= *deadline) {
+  if (matched > 0 && deadline && m_client.local_now() >= *deadline) {
     m_world.count("late replies");
     // The planted bug: the heartbeat's reading of the reply's arrival is the send time (it counts the late reply).
     if (m_world.config().plant == Plant::late_reply) m_world.lie_once(sent_at);

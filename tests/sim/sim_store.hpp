@@ -71,7 +71,7 @@ private:
   World& m_world;
   Client& m_client;
   mongolock::ServerClock m_clock;
-  std::optional<LocalTime> m_call_deadline; // CallLimits::total from the last reconnect()
+  std::optional<LocalTime> m_call_deadline; // CallLimits::total from the last reconnect() (the client's clock)
   std::optional<Millis> m_server_bound;     // CallLimits::server: the server aborts a write past it
   std::uint64_t m_next_id = 0;
 };

@@ -71,18 +71,18 @@ void draw_timing(Rng& rng, Config& c, bool edge_only) {
 
 Plant parse_plant(const std::string& text) {
   for (const auto p :
-       {Plant::none,         Plant::name_selector, Plant::no_grace,       Plant::late_reply,  Plant::rollback,
-        Plant::late_spawn,   Plant::no_hold,       Plant::skip_queue,     Plant::no_poll,     Plant::partial,
-        Plant::first_only,   Plant::renew_by_name, Plant::jump_queue,     Plant::long_expiry, Plant::no_extend,
-        Plant::hidden_proof, Plant::no_margin,     Plant::ignore_replace, Plant::late_record, Plant::stale_renewal,
-        Plant::ticket_filter}) {
+       {Plant::none,          Plant::name_selector, Plant::no_grace,       Plant::late_reply,  Plant::rollback,
+        Plant::late_spawn,    Plant::no_hold,       Plant::skip_queue,     Plant::no_poll,     Plant::partial,
+        Plant::first_only,    Plant::renew_by_name, Plant::jump_queue,     Plant::long_expiry, Plant::no_extend,
+        Plant::hidden_proof,  Plant::no_margin,     Plant::ignore_replace, Plant::late_record, Plant::stale_renewal,
+        Plant::ticket_filter, Plant::drift_margin}) {
     if (text == plant_name(p)) return p;
   }
   throw std::invalid_argument(
       "unknown bug '" + text +
       "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
       "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend, hidden-proof, "
-      "no-margin, ignore-replace, late-record, stale-renewal, ticket-filter)");
+      "no-margin, ignore-replace, late-record, stale-renewal, ticket-filter, drift-margin)");
 }
 
 const char* plant_name(Plant plant) {
@@ -129,6 +129,8 @@ const char* plant_name(Plant plant) {
     return "stale-renewal";
   case Plant::ticket_filter:
     return "ticket-filter";
+  case Plant::drift_margin:
+    return "drift-margin";
   }
   return "?";
 }
@@ -163,6 +165,11 @@ World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant 
     : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge, multi)), m_start(k_start), m_now(k_start),
       m_truth(k_epoch, Millis(0), k_start), m_server(m_config.semantics, m_truth) {
   draw_more(seed, m_config, same_host);
+  draw_drift(seed, m_config);
+  // Within --grace the drift a client's estimate gathers widens the server-clock bounds; beyond it they widen by
+  // the grace only (what the grace covers), and a violation is the man page's limit.
+  m_slack = std::min(m_config.drift_error, m_config.grace);
+  if (m_config.drift_beyond_grace()) global_fault(LocalTime::max()); // a lease may be lost to the drift
   if (m_config.same_host) {
     m_host = std::make_unique<Host>(*this);
     Rng rng(seed ^ 0x686f7374ULL);
@@ -171,7 +178,7 @@ World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant 
          {&hidden.hidepid, &hidden.eperm, &hidden.foreign_proc, &hidden.cgroup_gone, &hidden.cgroup_unknown})
       *flag = rng.chance(0.2);
   }
-  m_previous_source = mongolock::set_time_source(this);
+  m_previous_source = mongolock::set_time_source(&m_clocks);
   for (int i = 1; i <= m_config.clients; ++i)
     m_clients.push_back(std::make_unique<Client>(*this, i));
   if (m_config.chaos_every > Millis(0)) m_chaos_at = m_now + m_rng.millis(Millis(0), m_config.chaos_every * 2);
@@ -227,6 +234,11 @@ void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
   const auto margin = mongolock::lease_safety_margin(c.timing.ttl);
   if (rng.chance(c.plant == Plant::no_margin ? 1.0 : 0.33)) c.max_dying = margin / 2;
   if (c.plant == Plant::no_margin) c.timing.kill_grace += margin;
+  // Plant::drift_margin: the same timing, jobs that die at once: only a slow clock (Config::ppm) can break it.
+  if (c.plant == Plant::drift_margin) {
+    c.timing.kill_grace += margin;
+    c.max_dying = Millis(0);
+  }
   // A server clock step in 1 schedule in 5: within --grace (3 in 4; forward 2 in 3), or forward beyond it.
   if (rng.chance(0.2)) {
     c.clock_step_at = rng.millis(Millis(0), c.horizon);
@@ -249,6 +261,71 @@ void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
     c.p_job_fails = rng.chance(0.5) ? 0.25 : 0.5;
   }
   if (c.plant == Plant::ticket_filter) c.p_wait = 1.0;
+}
+
+// Clock-rate drift (Config::ppm) in 1 schedule in 2 (all under Plant::drift_margin): every client's clock runs at
+// 1 +- up to 200 ppm, at most what --grace covers over the horizon (a client's estimate of the server's clock, read
+// at its start and before every renewal, is at most that old); in 1 schedule in 20 one client's rate is off beyond
+// that: its estimate can drift by the grace + 1 ms to 3 s over the horizon (the man page's LIMITS).
+void World::draw_drift(std::uint64_t seed, Config& c) {
+  Rng rng(seed ^ 0x6472696674ULL);
+  const int kind = rng.range(0, 19);
+  if (kind >= 10 && c.plant != Plant::drift_margin) return;
+  const std::int64_t horizon = c.horizon.count();
+  const auto cap = static_cast<int>(std::min<std::int64_t>(200, c.grace.count() * 1'000'000 / horizon));
+  for (int i = 0; i < c.clients; ++i)
+    c.ppm.push_back(rng.range(-cap, cap));
+  if (kind == 0 && c.plant != Plant::drift_margin) {
+    const auto beyond = c.grace + rng.millis(Millis(1), Millis(3000));
+    const auto ppm = (beyond.count() * 1'000'000 + horizon - 1) / horizon;
+    c.ppm[static_cast<std::size_t>(rng.range(0, c.clients - 1))] = rng.chance(0.5) ? ppm : -ppm;
+  }
+  std::int64_t most = 0;
+  for (const auto p : c.ppm)
+    most = std::max(most, p < 0 ? -p : p);
+  c.drift_error = Millis((most * horizon + 999'999) / 1'000'000);
+}
+
+LocalTime World::local_time(int id, LocalTime t) const {
+  const auto i = static_cast<std::size_t>(id - 1);
+  if (id <= 0 || i >= m_config.ppm.size() || m_config.ppm[i] == 0 || t == LocalTime::max() || t == LocalTime::min())
+    return t;
+  const std::int64_t rate = 1'000'000 + m_config.ppm[i];
+  const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(t - k_start).count();
+  constexpr std::int64_t k_exact = 4'000'000'000'000; // 4000 s: d * rate fits in 64 bits
+  if (d > k_exact || d < -k_exact) {
+    return k_start + std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<long double>(d) * rate / 1e6L));
+  }
+  const auto scaled = d * rate;
+  auto q = scaled / 1'000'000;
+  if (scaled % 1'000'000 < 0) --q; // rounded down
+  return k_start + std::chrono::nanoseconds(q);
+}
+
+LocalTime World::world_time(int id, LocalTime local) const {
+  const auto i = static_cast<std::size_t>(id - 1);
+  if (id <= 0 || i >= m_config.ppm.size() || m_config.ppm[i] == 0 || local == LocalTime::max() ||
+      local == LocalTime::min())
+    return local;
+  const std::int64_t rate = 1'000'000 + m_config.ppm[i];
+  const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(local - k_start).count();
+  constexpr std::int64_t k_exact = 4'000'000'000'000;
+  if (d > k_exact || d < -k_exact) {
+    return k_start + std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<long double>(d) * 1e6L / rate));
+  }
+  const auto scaled = d * 1'000'000;
+  auto q = scaled / rate;
+  if (scaled % rate > 0) ++q; // rounded up
+  return k_start + std::chrono::nanoseconds(q);
+}
+
+LocalTime World::Clocks::now() noexcept {
+  if (m_world.m_lie) {
+    const auto t = *m_world.m_lie;
+    m_world.m_lie.reset();
+    return t;
+  }
+  return m_world.local_time(m_world.m_context, m_world.m_now);
 }
 
 std::string World::run() {
@@ -276,6 +353,12 @@ std::string World::run() {
   }
   if (m_config.max_dying > Millis(0))
     note(fmt::format("a killed job dies up to {} ms later", m_config.max_dying.count()));
+  if (!m_config.ppm.empty()) {
+    note(fmt::format("clock rates (ppm) {}: an estimate drifts by up to {} ms{}", fmt::join(m_config.ppm, ","),
+                     m_config.drift_error.count(),
+                     m_config.drift_beyond_grace() ? " (beyond --grace: exclusion may break, LIMITS)" : ""));
+    count(m_config.drift_beyond_grace() ? "schedules drifting beyond --grace" : "schedules drifting within --grace");
+  }
   try {
     run_until(m_start + m_config.horizon);
     check_invariants();
@@ -286,6 +369,12 @@ std::string World::run() {
       note(fmt::format("expected (the clock stepped beyond --grace): {}", v.what()));
       return {};
     }
+    if (m_config.drift_beyond_grace() && !m_strict_drift) {
+      // The same limit for clock rates: a drift of an estimate beyond --grace is a step the grace does not cover.
+      count("violations with clock drift beyond --grace (LIMITS, expected)");
+      note(fmt::format("expected (a clock drifts beyond --grace): {}", v.what()));
+      return {};
+    }
     return v.what();
   }
   return {};
@@ -294,7 +383,8 @@ std::string World::run() {
 void World::step_clock() {
   m_truth = mongolock::ServerClock(server_now() + m_config.clock_step, Millis(0), m_now);
   m_server.set_clock(m_truth);
-  m_slack = std::chrono::abs(m_config.clock_step);
+  m_step_slack = std::chrono::abs(m_config.clock_step);
+  m_slack = std::min(m_config.drift_error, m_config.grace) + m_step_slack;
   m_stepped = true;
   // A client's clock estimate is off by the step until it next reads the server's clock (a handshake), however
   // late that is: its writes meanwhile may be expired on arrival. The liveness invariants are off from here.
@@ -348,14 +438,18 @@ void World::run_until(LocalTime until, const std::function<bool()>& stop) {
     }
     m_now = std::max(m_now, next);
     if (client != nullptr) {
+      const ClockOf context(*this, client->id()); // the real code in its step reads this client's clock
       client->step();
     } else if (chaos_due) {
+      const ClockOf context(*this, 0);
       chaos();
     } else {
+      const ClockOf context(*this, 0); // the server's operations, on the world's clock
       auto run = std::move(m_ops[op].run);
       m_ops.erase(m_ops.begin() + static_cast<std::ptrdiff_t>(op));
       run();
     }
+    const ClockOf context(*this, 0);
     check_invariants();
     if (stop && stop()) return;
   }
@@ -612,11 +706,12 @@ void World::check_client(const Client& client, std::map<std::string, int>& jobs,
   // not behind it (every confirmed renewal moves it to the lease's deadline), so it never stops a job whose
   // lease holds. (With several locks it lags while a pass is under way or one of them failed: by design, it
   // gets the earliest deadline only when every lock was renewed.)
+  // (Both on the client's own clock.)
   if (job && believes && client.run_names().size() == 1 && client.guardian_deadline() &&
       *client.guardian_deadline() < client.belief_deadline()) {
     throw Violation(fmt::format("c{}: its guardian stops the job at {} although its lease counts valid until {}",
-                                client.id(), fmt_time(*client.guardian_deadline()),
-                                fmt_time(client.belief_deadline())));
+                                client.id(), fmt_time(client.world_at(*client.guardian_deadline())),
+                                fmt_time(client.world_at(client.belief_deadline()))));
   }
   for (const auto& name : client.run_names()) {
     const auto& locks = client.locks();
@@ -630,7 +725,7 @@ void World::check_client(const Client& client, std::map<std::string, int>& jobs,
     }
     // A broken holder runs on until its next renewal (by design), which must then find its lock gone: exempt
     // while no renewal sent after the break was confirmed (LockRecord::sent: the last confirmed one's send time).
-    if (broken_since(lock->id, lock->sent)) continue;
+    if (broken_since(lock->id, client.world_at(lock->sent))) continue;
     check_lock(client, *lock, job, believes);
     jobs[name] += job ? 1 : 0;
     believers[name] += believes ? 1 : 0;
@@ -644,17 +739,18 @@ void World::check_lock(const Client& client, const mongolock::LockRecord& lock, 
   const auto who = client.run_names().size() > 1
                        ? fmt::format("c{} (run on '{}')", client.id(), fmt::join(client.run_names(), "', '"))
                        : fmt::format("c{}", client.id());
-  if (job && (!present || doc->expires_at + m_slack < server_at(client.job_end()))) {
+  // The holder's own lease: its safety margin covers its clock's rate (only a step of the server's clock widens it).
+  if (job && (!present || doc->expires_at + m_step_slack < server_at(client.job_end()))) {
     throw Violation(fmt::format("{}: its job on '{}' may run until {} but its lease {}", who, lock.program,
                                 fmt_time(client.job_end()),
                                 present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now)
                                         : std::string("is gone from the server")));
   }
-  if (believes && (!present || doc->expires_at + m_slack < server_at(client.belief_deadline()))) {
-    throw Violation(
-        fmt::format("{} counts its lease on '{}' valid until {} but the server's {}", who, lock.program,
-                    fmt_time(client.belief_deadline()),
-                    present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now) : std::string("is gone")));
+  const auto belief = client.world_at(client.belief_deadline());
+  if (believes && (!present || doc->expires_at + m_step_slack < server_at(belief))) {
+    throw Violation(fmt::format(
+        "{} counts its lease on '{}' valid until {} but the server's {}", who, lock.program, fmt_time(belief),
+        present ? "ends at " + fmt_time(doc->expires_at - server_now() + m_now) : std::string("is gone")));
   }
 }
 

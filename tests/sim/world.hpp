@@ -48,6 +48,8 @@ enum class Plant {
   late_record,    // run --once-per records its success after the release (issue #19), not before it
   stale_renewal,  // 1 renewal in 5 is sent with a stale token: it matches nothing and the lease is lost for no reason
   ticket_filter,  // a queue ticket's renewal selects `expires_at > new expiry` (not > now): it never matches
+  drift_margin,   // no safety margin (as no_margin) and no slow deaths: only a holder's slow clock, drifting within
+                  // --grace, lets its job outlive its lease
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -107,6 +109,16 @@ struct Config {
   // than the horizon: every success counts). Jobs then fail (exit non-zero) this often: a failed run is run again.
   std::optional<Millis> once_per;
   double p_job_fails = 0;
+  // Clock-rate drift (World::draw_drift; 1 schedule in 2): client i's LeaseClock runs at 1 + ppm[i - 1] / 10^6
+  // of the world's (and the server's) rate (empty: every clock at rate 1). A client's estimate of the server's
+  // clock is anchored on its own clock at its last read (every renewal), so it drifts from the truth by up to
+  // max |ppm| x the horizon: drift_error. Within --grace (drift_error <= grace) every invariant holds, each
+  // bound of a takeover's or an estimate's view of the server's clock widened by it (the holder's own lease is
+  // covered by the safety margin, unwidened); beyond it a violation is the man page's limit (LIMITS), counted
+  // as expected.
+  std::vector<std::int64_t> ppm;
+  Millis drift_error{0};
+  [[nodiscard]] bool drift_beyond_grace() const { return drift_error > grace; }
 };
 
 // An invariant failed: unwinds the whole schedule (World::run catches it).
@@ -123,13 +135,13 @@ struct Killed : std::exception {
 class Client;
 class Host;
 
-class World final : public mongolock::TimeSource {
+class World final {
 public:
   // `edge`: only schedules at the edge of the accepted timings (draw_timing() in world.cpp); `multi`: only
   // schedules of several names per run.
   World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge = false,
         bool multi = false, bool same_host = false);
-  ~World() override;
+  ~World();
   World(const World&) = delete;
   World& operator=(const World&) = delete;
 
@@ -138,15 +150,35 @@ public:
   // A violation after a step of the server's clock beyond --grace fails the schedule too (--strict-steps: the
   // ctest that shows such steps do break exclusion, as the man page's LIMITS says).
   void strict_steps() { m_strict_steps = true; }
+  // The same for clock-rate drift beyond --grace (--strict-drift: ctest sim.limits.drift).
+  void strict_drift() { m_strict_drift = true; }
 
   // --- time and scheduling -----------------------------------------------------------------------
-  [[nodiscard]] LocalTime now() noexcept override {
-    if (!m_lie) return m_now;
-    const auto t = *m_lie;
-    m_lie.reset();
-    return t;
-  }
-  // Plant::late_reply: the next now() (the heartbeat's reading of when a renewal's reply arrived) reads `t`.
+  // The world's time (virtual; the server's clock runs at its rate). The simulator's own times (wake-ups,
+  // server operations, pauses, job ends) are on it; the real code's (LeaseClock::now(): deadlines, the
+  // Waiter's pauses, the guardian's) are on the client's own clock (local_time(); Client::world_at()).
+  [[nodiscard]] LocalTime now() const noexcept { return m_now; }
+  // Client `id`'s LeaseClock at world time `t` (Config::ppm: rate 1 + ppm / 10^6, both k_start at the start;
+  // rounded down to the nanosecond). LocalTime::max() stays max.
+  [[nodiscard]] LocalTime local_time(int id, LocalTime t) const;
+  // The earliest world time at which client `id`'s LeaseClock reads `local` or later (the inverse of
+  // local_time(), rounded up: a wake-up converted by it finds the real code's deadline reached).
+  [[nodiscard]] LocalTime world_time(int id, LocalTime local) const;
+  // Whose clock LeaseClock::now() reads while a guard lives: client `id`'s (0: the world's, for server
+  // operations, chaos and the invariants). run_until() sets it around every event; guards nest.
+  class ClockOf {
+  public:
+    ClockOf(World& world, int id) : m_world(world), m_previous(world.m_context) { world.m_context = id; }
+    ~ClockOf() { m_world.m_context = m_previous; }
+    ClockOf(const ClockOf&) = delete;
+    ClockOf& operator=(const ClockOf&) = delete;
+
+  private:
+    World& m_world;
+    int m_previous;
+  };
+  // Plant::late_reply: the next LeaseClock::now() (the heartbeat's reading of when a renewal's reply arrived)
+  // reads `t` (a time on the reading client's clock).
   void lie_once(LocalTime t) { m_lie = t; }
   // The server's own clock now (the truth the invariants use).
   [[nodiscard]] ServerTime server_now() const { return m_truth.at(m_now); }
@@ -238,6 +270,17 @@ private:
   // The additions of issue 28 (same host, slow deaths), from a generator of their own so that the schedules
   // drawn before them stay as they were.
   static void draw_more(std::uint64_t seed, Config& c, bool same_host);
+  // Clock-rate drift (Config::ppm), from a generator of its own too.
+  static void draw_drift(std::uint64_t seed, Config& c);
+  // LeaseClock's time source: the current context's clock (ClockOf), or the lie of Plant::late_reply.
+  class Clocks final : public mongolock::TimeSource {
+  public:
+    explicit Clocks(World& world) : m_world(world) {}
+    [[nodiscard]] LocalTime now() noexcept override;
+
+  private:
+    World& m_world;
+  };
   void check_escapes(std::map<std::string, int>& jobs);
   void check_replaced();
   void chaos();
@@ -252,17 +295,23 @@ private:
   Config m_config;
   LocalTime m_start;
   LocalTime m_now;
-  std::optional<LocalTime> m_lie; // Plant::late_reply: what the next now() reads
+  std::optional<LocalTime> m_lie; // Plant::late_reply: what the next LeaseClock::now() reads
+  Clocks m_clocks{*this};
+  int m_context = 0;              // whose clock LeaseClock::now() reads (ClockOf): a client's id, 0 for the world's
   mongolock::ServerClock m_truth; // the server's own clock on virtual time
   mongolock::MemoryStore m_server;
-  TimeSource* m_previous_source = nullptr;
+  mongolock::TimeSource* m_previous_source = nullptr;
   std::unique_ptr<Host> m_host; // same host only
   std::vector<std::unique_ptr<Client>> m_clients;
   std::set<std::string> m_instant; // _id of locks taken over at once by a same-host takeover
   std::set<pid_t> m_expected;      // runs whose escaped part overlapped a holder that took its lock by expiry
-  Millis m_slack{0}; // the server's clock stepped by this much (either way): server-clock bounds widen by it
+  // Server-clock bounds widen by this much: the step of the server's clock (either way) plus the drift a client's
+  // estimate can have gathered (Config::drift_error, at most --grace: beyond it, violations are LIMITS).
+  Millis m_slack{0};
+  Millis m_step_slack{0}; // the step alone: the bounds of a holder's own lease (its margin covers the drift)
   bool m_stepped = false;
   bool m_strict_steps = false;
+  bool m_strict_drift = false;
   void step_clock();
   std::string m_pending;                      // a violation found inside a call, raised at the next check
   std::map<int, LocalTime> m_replacing_since; // per replaceable holder: a newer replacing run has waited since
