@@ -349,17 +349,62 @@ ReleaseOutcome Locker::release(const LockSelector& which) {
   return {ReleaseOutcome::min_hold, current->hold_until};
 }
 
+namespace {
+
+// Whether `current` meets every condition of the renewal filter `which` but its renewed_before: still named by
+// `which`, not released, unexpired, and stamped at or after this renewal by another renewal of the same
+// acquisition (`renew --token` from another process, whose clock estimate may run ahead: red team 4, F3).
+bool outstamped(const LockRecord& current, const LockSelector& which) {
+  const auto is = [](const auto& wanted, const auto& value) { return !wanted || *wanted == value; };
+  return which.renewed_before && current.renewed_at >= *which.renewed_before && is(which.id, current.id) &&
+         is(which.token, current.token) && is(which.process, current.process) &&
+         (!which.place || place_matches(current, *which.place)) && !current.released_at &&
+         (!which.expires_after || current.expires_at > *which.expires_after);
+}
+
+} // namespace
+
 std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl, bool mark_waiters) {
-  const auto now = m_store.clock().latest_now();
+  // renewed_at from the earliest the server's clock can read, so it is never in the server's future: a slow
+  // handshake puts latest() up to its round trip ahead, and a future renewed_at made the holder's next
+  // renewal match nothing (red team 4, F3: a run whose job renewed its own lock lost its lease). The expiry
+  // and the "unexpired" condition from the latest, as everywhere (a lease never looks shorter to others).
+  const auto at = LeaseClock::now();
+  auto stamp = m_store.clock().earliest(at);
   auto live = which;
-  live.expires_after = now;
-  live.renewed_before = now; // a late copy of this renewal never undoes a newer one
+  live.expires_after = m_store.clock().latest(at);
   live.not_released = true;
-  if (m_store.renew(live, now + ttl, now, ttl, mark_waiters) != 1) return std::nullopt;
-  return now + ttl;
+  for (int attempt = 0;; ++attempt) {
+    live.renewed_before = stamp; // a late copy of this renewal never undoes a newer one
+    const auto expires = std::max(*live.expires_after, stamp) + ttl;
+    if (m_store.renew(live, expires, stamp, ttl, mark_waiters) == 1) return expires;
+    // Renewed at or after this stamp by the holder (its heartbeat stamps from the latest): once more above it.
+    const auto current = attempt == 0 ? m_store.find(which.program) : std::nullopt;
+    if (!current || !outstamped(*current, live)) return std::nullopt;
+    m_log.debugf("lock '{}' was renewed by its holder at {}, not before this renewal's stamp; renewing above it",
+                 which.program, format_time(current->renewed_at));
+    stamp = current->renewed_at + Millis(1);
+  }
 }
 
 bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
+  for (int attempt = 0;; ++attempt) {
+    const auto result = renew_once(lock, ttl, sent);
+    if (result.matched) return true;
+    // Matched nothing: gone, unless another renewal of this acquisition (`renew --token` by the job or an
+    // operator) stamped renewed_at at or after ours (red team 4, F3: its clock estimate after a slow
+    // handshake runs ahead). Then the lock is still ours and live: stamp above it and renew once more. The
+    // stamp only grows (stamp_sent), so a late copy of any earlier renewal still matches nothing.
+    const auto current = attempt == 0 ? m_store.find(lock.program) : std::nullopt;
+    if (!current || !outstamped(*current, result.which)) return false;
+    m_log.debugf("lock '{}' was renewed by another process with its token, stamped {} (not before this renewal's "
+                 "{}); renewing above it",
+                 lock.program, format_time(current->renewed_at), format_time(*result.which.renewed_before));
+    lock.stamp_sent = std::max(lock.stamp_sent, current->renewed_at);
+  }
+}
+
+Locker::RenewalSent Locker::renew_once(LockRecord& lock, Millis ttl, LocalTime sent) {
   // From the latest the server's clock can read, and after every earlier renewal's stamp, confirmed or
   // not (a new handshake may have moved the estimate back): renewed_at grows in send order, so an earlier
   // renewal whose outcome was unknown matches nothing once a later one has been applied (renewed_before),
@@ -378,7 +423,7 @@ bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
                            .renewed_before = server_sent,
                            .not_released = true};
   const bool mark = lock.mark_next && !lock.waiters;
-  if (m_store.renew(which, expires, server_sent, ttl, mark) == 0) return false;
+  if (m_store.renew(which, expires, server_sent, ttl, mark) == 0) return {false, which};
   lock.expires_at = expires;
   lock.renewed_at = server_sent;
   lock.ttl = ttl;
@@ -387,7 +432,7 @@ bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {
     lock.waiters = true;
     m_log.debugf("marked lock '{}': waiters are queued, its release wakes them", lock.program);
   }
-  return true;
+  return {true, which};
 }
 
 std::vector<LockRecord> Locker::holders(std::string_view name) {

@@ -136,15 +136,21 @@ public:
   [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
 
   // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock, the latest it
-  // can read), setting `waiters` too with `mark_waiters`. Only a document last renewed before now matches.
-  // Returns the new expiry, or nullopt when `which` selects no live lock.
+  // can read), setting `waiters` too with `mark_waiters`. renewed_at is stamped from the earliest the
+  // server's clock can read (never in its future, whatever the handshake's delay: red team 4, F3), and only
+  // a document last renewed before that stamp matches; one renewed at or after it by the same acquisition
+  // (its heartbeat) is renewed once more, above that stamp (one find, one more findAndModify). Returns the
+  // new expiry, or nullopt when `which` selects no live lock.
   [[nodiscard]] std::optional<ServerTime> renew(const LockSelector& which, Millis ttl, bool mark_waiters = false);
 
   // Heartbeat renewal of `lock` to (the latest server time at `sent`) + ttl, where `sent` is the local
   // monotonic time the renewal is sent; with lock.mark_next it also sets `waiters`. Only a document whose
   // renewed_at is older than this renewal's matches, so a late copy of an older renewal can never move
   // the expiry back (on servers whose updates are atomic). Updates lock.expires_at/renewed_at/ttl/sent
-  // on success. Returns false when the lease is gone (no unexpired document with this _id and token).
+  // on success. Returns false when the lease is gone (no unexpired document with this _id and token). A
+  // renewal that matched nothing because another renewal of this acquisition (`renew --token`) stamped
+  // renewed_at at or after its stamp reads the document and, while it is live and unreleased, renews once
+  // more above that stamp (lock.stamp_sent only grows; red team 4, F3). Throws Error (69) on server errors.
   [[nodiscard]] bool renew(LockRecord& lock, Millis ttl, LocalTime sent);
 
   // The documents of lock `name`: its plain lock and its semaphore slots, expired or not.
@@ -172,6 +178,12 @@ public:
 
 private:
   friend class Waiter; // waiter.hpp: acquire_all's state machine makes the attempts and reads
+  // One heartbeat renewal as sent (renew(LockRecord&...)'s step): whether it matched, and its filter.
+  struct RenewalSent {
+    bool matched = false;
+    LockSelector which;
+  };
+  RenewalSent renew_once(LockRecord& lock, Millis ttl, LocalTime sent);
   void release_quietly(const LockRecord& lock);
   // try_acquire's parts: the document to insert (a new token), and the fencing token once inserted.
   static LockRecord new_lock(const AcquireRequest& request);

@@ -154,6 +154,39 @@ renew_command_faults() {
   expect_exit 0 -- ml --uri "$FP_URI" renew "$name" --token "$token"
 }
 
+# A renew whose handshake hello was held 4 s on its way to the server (red team 4, F3): its clock estimate
+# reads the server's clock up to 4 s ahead. It stamps renewed_at from the estimate's lower bound, never in
+# the server's future, so a second renew of the token at once is not refused, and a run whose job renews
+# its own lock that way keeps its lease. Before: renewed_at ~3.5 s ahead, the second renew 65 "not by the
+# given token", the run 76 "the lock document ... is gone" (3 of 3 each).
+renew_after_slow_hello() {
+  local name token stamp now
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name" --ttl 30s
+  token=$(cat "$OUT")
+  proxy fail hello,isMaster,ismaster times 1 delay 4000
+  expect_exit 0 -- ml --uri "$FP_URI" renew "$name" --token "$token"
+  rule_fired ": (hello|isMaster|ismaster) on .*: delay 4000"
+  read_doc "$name"
+  stamp=$(doc_field renewed_at)
+  now=$(server_now_ms)
+  ((stamp <= now)) || fail_with "renewed_at is $((stamp - now)) ms in the server's future" doc "$T/doc"
+  expect_exit 0 -- ml --uri "$SERVER_URI" renew "$name" --token "$token"
+  expect_exit 0 -- ml --uri "$SERVER_URI" release "$name" --token "$token"
+  # The run's job renews its own lock through the slow handshake 0.5 s in; the run renews every 2 s.
+  name=$(lock_name run)
+  proxy fail hello,isMaster,ismaster times 1 delay 4000
+  start_bg a ml -v --uri "$SERVER_URI" run "$name" --ttl 6s -- sh -c "sleep 0.5; '$MONGOLOCK_BIN' --uri '$FP_URI' \
+renew '$name' --token \"\$MONGOLOCK_TOKEN\" 2>'$T/jobrenew.err'; echo \$? >'$T/jobrenew'; sleep 5"
+  expect_bg_exit 0 "$BG_PID" a 40
+  assert_eq "$(cat "$T/jobrenew")" 0 "the job's renew exit status"
+  assert_not_matches "$T/a.err" "lost|is gone"
+  (($(renewals a) >= 3)) || fail_with "too few renewals" stderr "$T/a.err"
+  assert_free "$name"
+}
+
 # A release whose reply never comes (no retries): bounded by the operation timeout (10 s), then 69
 # "outcome unknown".
 release_reply_never_comes() {
@@ -365,6 +398,7 @@ run_case "silent failover longer than the TTL's margin: job stopped in time, 76,
 run_case "election errors on renewals: each retried on a new connection, the job runs on" renewal_election_errors
 run_case "no primary: acquire waits for one within --connect-timeout, else 'no primary'" no_primary
 run_case "renew command: reply lost 69 outcome unknown; election errors 69 not applied" renew_command_faults
+run_case "renew after a slow handshake: renewed_at not in the future; the run keeps its lease" renew_after_slow_hello
 run_case "release whose reply never comes: 69 outcome unknown within the operation timeout" release_reply_never_comes
 run_case "release, reply lost: 69 outcome unknown; the retry by token: 66 not held any more" release_reply_lost
 run_case "release with a writeConcernError: 69 outcome unknown" release_write_concern_error

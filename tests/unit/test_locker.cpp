@@ -155,11 +155,18 @@ TEST_CASE("A late copy of an older renewal matches nothing: the expiry never mov
     Locker holder(store, quiet);
     auto lock = holder.try_acquire(request("job", "a:1"));
     REQUIRE(lock);
-    auto stale = *lock; // the holder's state when it sent the renewal that got lost on the way
-    const auto first_sent = LeaseClock::now() + 1s;
+    // The first copy, as the holder sent it (its filter and update; it lands at the server on its own, with
+    // nobody to read the document after it: LockStore::renew, not Locker::renew).
+    const auto first_stamp = store.clock().latest(LeaseClock::now() + 1s);
+    const LockSelector first{.program = "job",
+                             .id = lock->id,
+                             .token = lock->token,
+                             .expires_after = first_stamp,
+                             .renewed_before = first_stamp,
+                             .not_released = true};
     REQUIRE(holder.renew(*lock, 30s, LeaseClock::now() + 2s)); // the retry, sent later, succeeds
     const auto expiry = store.documents().at("job").expires_at;
-    CHECK_FALSE(holder.renew(stale, 30s, first_sent)); // the first copy arrives now
+    CHECK(store.renew(first, first_stamp + 30s, first_stamp, 30s) == 0); // the first copy arrives now
     CHECK(store.documents().at("job").expires_at == expiry);
   }
 }
@@ -183,6 +190,72 @@ TEST_CASE("A renewal's stamp follows every earlier one sent, answered or not: a 
       .program = "job", .id = lock->id, .token = lock->token, .renewed_before = first_stamp, .not_released = true};
   CHECK(store.renew(first, first_stamp + 30s, first_stamp, 30s) == 0); // the first copy lands now
   CHECK(store.documents().at("job").expires_at == expiry);
+}
+
+TEST_CASE("renew's stamp is never in the server's future, whatever its handshake's delay") {
+  // Red team 4, F3: a `renew --token` whose handshake hello was held 4 s on its way to the server reads the
+  // server's clock 2 s ahead, its upper bound 4 s ahead. Stamped from that bound, renewed_at lay in the
+  // future and the holder's next heartbeat renewal (renewed_at older than its stamp) matched nothing.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto lock = holder.try_acquire(request("job", "a:1", 6s));
+    REQUIRE(lock);
+    const auto accurate = store.clock();
+    const auto now = LeaseClock::now();
+    store.set_clock(ServerClock(accurate.at(now), 4000ms, now)); // the hello stamped at its arrival
+    Locker other(store, quiet);
+    const auto expires = other.renew(LockSelector{.program = "job", .token = lock->token}, 6s);
+    REQUIRE(expires);
+    // Not after the server's time now (or just above the acquire's stamp of a moment ago: stamped from the
+    // latest bound, which the renew then outstamps by 1 ms); before: 4 s ahead.
+    CHECK(store.documents().at("job").renewed_at <= std::max(accurate.at(LeaseClock::now()), lock->renewed_at + 1ms));
+    CHECK(*expires >= accurate.at(now) + 6s); // the expiry from the latest: never shorter than asked
+    store.set_clock(accurate);
+    CHECK(holder.renew(*lock, 6s, LeaseClock::now())); // the run's next renewal matches
+  }
+}
+
+TEST_CASE("A heartbeat renewal outstamped by another renewal of its token renews above it; the lock is not lost") {
+  // Red team 4, F3: another process renewed with the token (an older mongolock stamping from its estimate's
+  // upper bound) and left renewed_at 4 s in the server's future. The lock is the holder's and live.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto lock = holder.try_acquire(request("job", "a:1", 6s));
+    REQUIRE(lock);
+    const auto ahead = store.clock().now() + 4s;
+    REQUIRE(store.renew(LockSelector{.program = "job", .token = lock->token}, ahead + 6s, ahead, 6s) == 1);
+    REQUIRE(holder.renew(*lock, 6s, LeaseClock::now()));
+    CHECK(lock->renewed_at > ahead);
+    CHECK(lock->stamp_sent == lock->renewed_at);
+    CHECK(store.documents().at("job").renewed_at == lock->renewed_at);
+    // A document taken over (another token) or released is not adopted: the lease is gone.
+    REQUIRE(store.remove(LockSelector{.program = "job", .token = lock->token}) == 1);
+    auto other = holder.try_acquire(request("job", "b:2", 6s));
+    REQUIRE(other);
+    const auto later = store.clock().now() + 8s;
+    REQUIRE(store.renew(LockSelector{.program = "job", .token = other->token}, later + 6s, later, 6s) == 1);
+    CHECK_FALSE(holder.renew(*lock, 6s, LeaseClock::now()));
+  }
+}
+
+TEST_CASE("renew right after the holder's heartbeat stamped ahead of it renews above that stamp") {
+  // The heartbeat stamps from its estimate's upper bound, renew from the earliest: a renew just after a
+  // heartbeat renewal finds renewed_at at or after its own stamp and renews once more above it.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto lock = holder.try_acquire(request("job", "a:1", 30s));
+    REQUIRE(lock);
+    REQUIRE(holder.renew(*lock, 30s, LeaseClock::now() + 2s)); // stamped 2 s ahead of now
+    Locker other(store, quiet);
+    const auto expires = other.renew(LockSelector{.program = "job", .token = lock->token}, 30s);
+    REQUIRE(expires);
+    CHECK(store.documents().at("job").renewed_at > lock->renewed_at);
+    CHECK(store.documents().at("job").expires_at == *expires);
+    CHECK(holder.renew(*lock, 30s, LeaseClock::now() + 3s)); // and the heartbeat's next one still matches
+  }
 }
 
 TEST_CASE("A heartbeat renewal that lands after a release into the minimum hold does not move its expiry back") {
