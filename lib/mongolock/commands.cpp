@@ -13,8 +13,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
+#include <string_view>
 #include <syslog.h>
 #include <thread>
 #include <unistd.h>
@@ -246,8 +248,41 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
   return k_exit_ok;
 }
 
+namespace {
+
+// True when `value` is one of the newline-separated lines of the environment variable `variable`.
+bool env_lists(const char* variable, const std::string& value) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr || value.empty()) return false;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const auto end = rest.find('\n');
+    if (rest.substr(0, end) == value) return true;
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+  return false;
+}
+
+// True when this process runs inside the command of the `run` that holds `name` and is selected by
+// --token/--process: the environment `run` gives its command (MONGOLOCK_NAME, MONGOLOCK_TOKEN,
+// MONGOLOCK_HOLDER; see ENVIRONMENT) names that lock.
+bool inside_own_run(const std::string& name, const std::optional<std::string>& token,
+                    const std::optional<std::string>& process) {
+  if (!env_lists("MONGOLOCK_NAME", name)) return false;
+  return (token && env_lists("MONGOLOCK_TOKEN", *token)) || (process && env_lists("MONGOLOCK_HOLDER", *process));
+}
+
+} // namespace
+
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log) {
   validate_lock_name(options.name);
+  if (inside_own_run(options.name, options.token, options.process)) {
+    // Freed while the command still runs, the lock would let another run start beside it.
+    throw usage_error(fmt::format("lock '{}' is held by the mongolock run whose command this is; it is released "
+                                  "when the command ends: exit the command instead of releasing its lock",
+                                  options.name));
+  }
   auto which = holder_selector(options.name, options.token, options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
@@ -286,6 +321,16 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
   Locker locker(store, log);
   const bool mark = waiters_queued(locker, options.name, log);
   const auto ttl = options.ttl ? *options.ttl : own_ttl(locker, which);
+  if (options.ttl && inside_own_run(options.name, options.token, options.process)) {
+    // The run counts its lease from its own renewals: a shorter one on the server would let another run
+    // start while this command runs.
+    if (const auto run_ttl = own_ttl(locker, which); ttl < run_ttl) {
+      throw usage_error(fmt::format("--ttl {} is shorter than the TTL of the mongolock run whose command this is "
+                                    "({}); its lease would end on the server before the run stops the command: give "
+                                    "at least {} or leave --ttl out",
+                                    format_duration(ttl), format_duration(run_ttl), format_duration(run_ttl)));
+    }
+  }
   const auto expires = on_name_or_slot(
       locker, which, [&](const LockSelector& w) { return locker.renew(w, ttl, mark); },
       [](const std::optional<ServerTime>& e) { return e.has_value(); });

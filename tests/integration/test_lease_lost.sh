@@ -9,11 +9,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 #   exit    on SIGTERM writes DIR/term and exits 0
 #   ignore  on SIGTERM writes DIR/term and keeps going (only SIGKILL stops it)
 # It ends by itself, writing DIR/done and exiting 3, once DIR/go exists.
+# (The command releases with MONGOLOCK_NAME removed, as another shell that knows the token would: the
+# run's own command is refused, see own_command_cannot_free_its_lock.)
 write_child() {
   cat >"$T/child.sh" <<'EOF'
 dir=$1
 if [ "$2" = release ]; then
-  "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
+  env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
 fi
 case $CHILD_ON_TERM in
 exit) trap 'touch "$dir/term"; exit 0' TERM ;;
@@ -84,7 +86,7 @@ lock_removed_then_command_succeeds() {
   local name
   name=$(lock_name)
   expect_exit 76 -- ml run "$name" --ttl 30s -- \
-    sh -c '"$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN"'
+    sh -c 'env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN"'
   assert_contains "$ERR" "mongolock: error: lock '$name' was no longer held when the command ended"
   assert_free "$name"
 }
@@ -189,7 +191,7 @@ lock_removed_kills_escaped_descendant() {
   start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 3s --kill-grace 300ms -- sh -c '
     setsid sh -c "trap \"\" TERM; echo \$\$ >\"$1/escaped\"; while :; do sleep 0.1; done" &
     while [ ! -s "$1/escaped" ]; do sleep 0.05; done
-    "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
+    env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
     while :; do sleep 0.1; done' _ "$T"
   wait_file 10 "$T/escaped"
   escaped=$(cat "$T/escaped")
@@ -328,6 +330,27 @@ job_ended_while_stopped() { # free|taken
   assert_not_contains "$T/run.err" "lost:"
 }
 
+# The run's own command cannot free its lock (release by MONGOLOCK_TOKEN or MONGOLOCK_HOLDER) or shorten
+# its lease on the server (renew --ttl below the run's TTL): either let another run start beside it until the
+# run noticed (before: release exit 0, the lock free while the command ran on). 64 with one line; the lock
+# stays held; a renew without --ttl or with a longer one is allowed. The other cases of this suite release
+# with MONGOLOCK_NAME removed, as another shell that knows the token would.
+own_command_cannot_free_its_lock() {
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- ml run "$name" --ttl 30s -- sh -c '
+    "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" 2>"$1/rel.err"; echo $? >"$1/rel"
+    "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --process "$MONGOLOCK_HOLDER" 2>/dev/null; echo $? >"$1/relp"
+    "$MONGOLOCK_BIN" renew "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" --ttl 5s 2>"$1/ren.err"; echo $? >"$1/ren5"
+    "$MONGOLOCK_BIN" renew "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN"; echo $? >"$1/ren"
+    "$MONGOLOCK_BIN" status "$MONGOLOCK_NAME" >/dev/null; echo $? >"$1/held"' _ "$T"
+  assert_eq "$(cat "$T/rel") $(cat "$T/relp") $(cat "$T/ren5") $(cat "$T/ren") $(cat "$T/held")" "64 64 64 0 0" \
+    "release by token, by holder, renew --ttl 5s, renew, status (0: held)"
+  assert_eq "$(cat "$T/rel.err")" "mongolock: error: lock '$name' is held by the mongolock run whose command this is; it is released when the command ends: exit the command instead of releasing its lock" "release message"
+  assert_eq "$(cat "$T/ren.err")" "mongolock: error: --ttl 5s is shorter than the TTL of the mongolock run whose command this is (30s); its lease would end on the server before the run stops the command: give at least 30s or leave --ttl out" "renew message"
+  assert_free "$name"
+}
+
 run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
 run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
 run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
@@ -345,6 +368,7 @@ run_case "mongolock stopped past the TTL: the guardian stops the job before the 
 run_case "mongolock stopped, --on-lost kill: the guardian kills the job in time" mongolock_stopped_on_lost_kill
 run_case "mongolock stopped, --on-lost ignore: the job runs on" mongolock_stopped_on_lost_ignore
 run_case "mongolock killed: its guardian kills the job at once" mongolock_killed_job_dies
+run_case "the run's own command cannot release its lock or shorten its lease (64)" own_command_cannot_free_its_lock
 run_case "job ends within its lease while mongolock is stopped: exit 0, lock released" job_ended_while_stopped free
 run_case "job ends within its lease while mongolock is stopped, lock taken over meanwhile: exit 76" job_ended_while_stopped taken
 finish
