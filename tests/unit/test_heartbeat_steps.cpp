@@ -12,19 +12,33 @@
 using namespace mongolock;
 using namespace std::chrono_literals;
 
+namespace {
+
+// The lock "job" held by "a:1" on `store` with `ttl`, and its lease timing: what a run's heartbeat renews.
+struct Held {
+  Held(MemoryStore& store, Millis ttl)
+      : locker(store, quiet), timing(make_lease_timing(ttl, std::nullopt, std::nullopt, std::nullopt)) {
+    AcquireRequest request;
+    request.name = "job";
+    request.process = "a:1";
+    request.ttl = ttl;
+    request.takeover_grace = 2s;
+    auto lock = locker.try_acquire(request);
+    REQUIRE(lock);
+    locks.push_back(*lock);
+  }
+  const Log quiet{Verbosity::quiet};
+  Locker locker;
+  std::vector<LockRecord> locks;
+  LeaseTiming timing;
+};
+
+} // namespace
+
 TEST_CASE("After give_up() a step sends no renewal and ends the heartbeat (Supervisor's lease lost, job ended)") {
   MemoryStore store;
-  const Log quiet(Verbosity::quiet);
-  Locker locker(store, quiet);
-  AcquireRequest request;
-  request.name = "job";
-  request.process = "a:1";
-  request.ttl = 30s;
-  request.takeover_grace = 2s;
-  auto lock = locker.try_acquire(request);
-  REQUIRE(lock);
-  std::vector<LockRecord> locks{*lock};
-  const auto timing = make_lease_timing(30s, std::nullopt, std::nullopt, std::nullopt);
+  Held held(store, 30s);
+  auto& [quiet, locker, locks, timing] = held;
   int renewed = 0;
   HeartbeatSteps steps(locker, locks, timing, quiet, [&](LocalTime) { ++renewed; });
   const auto writes = store.lock_writes().size(); // the insert
@@ -45,17 +59,8 @@ TEST_CASE("A renewal answered at the very instant of the renew deadline does not
   } restore{set_time_source(&fixed)};
   // FerretDB v1's semantics: its `between` hook runs inside the renewal, where the reply's time is set.
   MemoryStore store(WriteSemantics::ferretdb_v1);
-  const Log quiet(Verbosity::quiet);
-  Locker locker(store, quiet);
-  AcquireRequest request;
-  request.name = "job";
-  request.process = "a:1";
-  request.ttl = 30s;
-  request.takeover_grace = 2s;
-  auto lock = locker.try_acquire(request);
-  REQUIRE(lock);
-  std::vector<LockRecord> locks{*lock};
-  const auto timing = make_lease_timing(30s, std::nullopt, std::nullopt, std::nullopt);
+  Held held(store, 30s);
+  auto& [quiet, locker, locks, timing] = held;
   int renewed = 0;
   HeartbeatSteps steps(locker, locks, timing, quiet, [&](LocalTime) { ++renewed; });
   const auto deadline = steps.deadline();
@@ -71,17 +76,8 @@ TEST_CASE("A renewal answered at the very instant of the renew deadline does not
 // after a slow renewal), and a reconnect inside it escaped that bound. It gets limits of its own.
 TEST_CASE("The queue read after a renewal runs under a bound of its own, not the renewal's") {
   MemoryStore store;
-  const Log quiet(Verbosity::quiet);
-  Locker locker(store, quiet);
-  AcquireRequest request;
-  request.name = "job";
-  request.process = "a:1";
-  request.ttl = 1500ms;
-  request.takeover_grace = 2s;
-  auto lock = locker.try_acquire(request);
-  REQUIRE(lock);
-  std::vector<LockRecord> locks{*lock};
-  const auto timing = make_lease_timing(1500ms, std::nullopt, std::nullopt, std::nullopt);
+  Held held(store, 1500ms);
+  auto& [quiet, locker, locks, timing] = held;
   int renewed = 0;
   HeartbeatSteps steps(locker, locks, timing, quiet, [&](LocalTime) { ++renewed; });
   std::this_thread::sleep_until(steps.next_wakeup());
