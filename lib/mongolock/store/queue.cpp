@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <string_view>
+#include <thread>
 
 namespace mongolock {
 
@@ -225,8 +227,16 @@ void MongoStore::append_event(std::string_view name, std::string_view ticket) {
   auto& impl = *m_impl;
   impl.connect();
   auto* events = open_events(impl.client.get(), impl.config, impl.events);
-  bson_error_t error;
-  if (!insert_events(events, {name}, ticket, to_bson_date(clock().now()), impl.write_opts.get(), error)) {
+  for (int attempt = 1;; ++attempt) {
+    bson_error_t error;
+    if (insert_events(events, {name}, ticket, to_bson_date(clock().now()), impl.write_opts.get(), error)) return;
+    // FerretDB v1 on SQLite refuses a write to the events database while another client's tailable cursor
+    // reads it ("database is locked (517)", docs/compatibility.md); nothing was written: try again shortly
+    // (a repeated event is one more wake-up, harmless).
+    if (attempt < 4 && std::string_view(error.message).find("database is locked (517)") != std::string_view::npos) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+      continue;
+    }
     impl.fail(fmt::format("append of a wake-up event for '{}'", name), error, Impl::events_suffix);
   }
 }
