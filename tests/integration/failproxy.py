@@ -20,10 +20,12 @@ hello answered as a secondary. Standard library only (asyncio, its own BSON code
     NAME/COLL:FIELD) only commands with that top-level field, e.g. findAndModify:remove (a release) or
     findAndModify:update (a renewal); * any command but hello; several MATCHes joined by commas). WHEN: `times N` (the next N matching
     commands) or `for MS` (those arriving within MS ms from now):
-      fail MATCH WHEN error CODE [label|nolabel]
+      fail MATCH WHEN error CODE [label|nolabel] [msg TEXT...]
                   answer with {ok: 0, code: CODE, codeName, errmsg} without forwarding; the label
                   RetryableWriteError is set as MongoDB 4.4+ sets it (the code is a retryable one and the
-                  command is a retryable write: it carries a txnNumber), `label` / `nolabel` force it
+                  command is a retryable write: it carries a txnNumber), `label` / `nolabel` force it;
+                  `msg TEXT` makes the rest of the line the errmsg (e.g. what FerretDB's SQLite backend
+                  says when it refuses a write: "database is locked (517)")
       fail MATCH WHEN close-before
                   close the connection (RST) without forwarding: the command was not applied
       fail MATCH WHEN close-after
@@ -234,9 +236,9 @@ def answer(request_opcode, doc):
 # --- rules -----------------------------------------------------------------------------------------
 
 class Rule:
-    def __init__(self, matches, times, until, action, arg, label):
+    def __init__(self, matches, times, until, action, arg, label, message=None):
         self.matches, self.times, self.until = matches, times, until
-        self.action, self.arg, self.label = action, arg, label
+        self.action, self.arg, self.label, self.message = action, arg, label, message
 
     def applies(self, name, target, doc):
         if self.until is not None and time.monotonic() >= self.until:
@@ -323,14 +325,19 @@ class Proxy:
         else:
             raise ValueError("expected 'times N' or 'for MS'")
         action, rest = words[3], words[4:]
-        arg, label = None, None
+        arg, label, message = None, None, None
         if action in ("error", "wce", "delay"):
             arg = int(rest[0])
-            if action == "error" and len(rest) > 1:
-                label = {"label": True, "nolabel": False}[rest[1]]
+            extra = rest[1:]
+            if action == "error" and extra and extra[0] in ("label", "nolabel"):
+                label = extra.pop(0) == "label"
+            if action == "error" and extra and extra[0] == "msg" and len(extra) > 1:
+                message = " ".join(extra[1:])
+            elif action == "error" and extra:
+                raise ValueError(f"unexpected {' '.join(extra)!r}: expected label, nolabel or msg TEXT")
         elif action not in ("close-before", "close-after", "lose-reply", "hang"):
             raise ValueError(f"unknown action {action!r}")
-        self.rules.append(Rule(matches, times, until, action, arg, label))
+        self.rules.append(Rule(matches, times, until, action, arg, label, message))
         log(f"rule: {' '.join(words)}")
         return f"ok rule {len(self.rules)}"
 
@@ -453,7 +460,8 @@ class Connection:
             if rule.action == "error":
                 label = rule.label if rule.label is not None else (
                     rule.arg in RETRYABLE_CODES and retryable_write(name, doc))
-                self.send(answer(opcode, error_doc(rule.arg, f"failproxy: {CODE_NAMES.get(rule.arg, 'error')}",
+                errmsg = rule.message or f"failproxy: {CODE_NAMES.get(rule.arg, 'error')}"
+                self.send(answer(opcode, error_doc(rule.arg, errmsg,
                                                    ["RetryableWriteError"] if label else [])), body)
                 return True
             if rule.action == "close-before":

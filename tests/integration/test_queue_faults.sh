@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The queue's wake-up events when the server refuses the event's insert: failproxy.py between the releasing
+# client and the test server answers the insert into the events collection with the error FerretDB v1's
+# SQLite backend gives while another client's tailable cursor reads that database ("database is locked
+# (517)", docs/compatibility.md). The waiters connect to the server directly.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+FAILPROXY_PY=$ITEST_DIR/failproxy.py
+HOLDER="$HOST:4343" # a holder identity other than any caller here
+SQLITE_LOCKED='[msg_insert.go:168 handler.(*Handler).MsgInsert] [collection.go:135 sqlite.(*collection).InsertAll.func1] database is locked (517)'
+
+# failproxy_start: a failproxy.py in front of the suite's server; sets FP_URI. `proxy COMMAND` controls it.
+failproxy_start() {
+  local upstream=${MONGOLOCK_URI#mongodb://}
+  upstream=${upstream%%/*}
+  PROXY_CTL=$T/failproxy
+  mkdir "$PROXY_CTL"
+  python3 "$FAILPROXY_PY" serve "$T/failproxy.port" "${upstream##*:}" "$PROXY_CTL" 2>"$T/failproxy.log" &
+  track $!
+  wait_until 10 test -s "$T/failproxy.port"
+  FP_URI="mongodb://127.0.0.1:$(cat "$T/failproxy.port")/"
+}
+
+proxy() {
+  local fin fout reply=
+  exec {fin}>"$PROXY_CTL/in" {fout}<"$PROXY_CTL/out"
+  printf '%s\n' "$*" >&"$fin"
+  read -r -t 10 reply <&"$fout" || true
+  exec {fin}>&- {fout}<&-
+  [[ $reply == ok* ]] || fail_with "proxy $*: ${reply:-no answer}" log "$T/failproxy.log"
+}
+
+# A release whose wake-up event is refused `times` times with 517 still wakes the head through the event
+# (the insert is sent again: nothing was written), with no warning; the proxy saw every refused insert.
+locked_events_db_is_retried() {
+  local times=$1 name pid
+  name=$(lock_name)
+  failproxy_start
+  ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
+  start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
+  pid=$BG_PID
+  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m # the holder marks its lock
+  assert_contains "$ERR" "marked lock '$name'"
+  proxy fail insert/_events times "$times" error 1 msg "$SQLITE_LOCKED"
+  expect_exit 0 -- ml --uri "$FP_URI" release "$name" --process "$HOLDER"
+  assert_not_contains "$ERR" "could not wake"
+  [[ $(grep -c "insert on .*_events: error 1" "$T/failproxy.log") == "$times" ]] ||
+    fail_with "expected $times refused event inserts" log "$T/failproxy.log"
+  expect_bg_exit 0 "$pid" head
+  assert_contains "$T/head.err" "woken by a release of '$name'"
+  [[ -e $T/ran ]] || fail "the head did not run its command"
+}
+
+# Refused more often than the retries allow: the release still exits 0 (the lock is free) and says in one
+# line that the waiters notice on their own; the head still takes the lock (by its own poll).
+locked_events_db_gives_up() {
+  local name pid
+  name=$(lock_name)
+  failproxy_start
+  ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
+  start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
+  pid=$BG_PID
+  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m
+  proxy fail insert/_events times 100 error 1 msg "$SQLITE_LOCKED"
+  expect_exit 0 -- ml --uri "$FP_URI" release "$name" --process "$HOLDER"
+  assert_contains "$ERR" "could not wake the waiters of '$name'"
+  [[ $(grep -c "warning\|error" "$ERR") == 1 ]] || fail_with "expected one line" stderr "$ERR"
+  expect_bg_exit 0 "$pid" head
+  [[ -e $T/ran ]] || fail "the head did not run its command"
+}
+
+run_case "a wake-up event refused once with 'database is locked (517)' is sent again: the head is woken" \
+  locked_events_db_is_retried 1
+run_case "... refused three times: sent a fourth time, the head is woken" locked_events_db_is_retried 3
+run_case "... refused every time: the release exits 0 with one line, the head takes the lock by its poll" \
+  locked_events_db_gives_up
+finish
