@@ -290,6 +290,7 @@ mongoc_stream_t* deadline_initiator(const mongoc_uri_t* uri, const mongoc_host_l
   }
   mongoc_stream_t* inner = mongoc_client_default_stream_initiator(uri, host, factory->client, error);
   if (inner == nullptr) return nullptr;
+  factory->connected = true;
   auto* s = new (std::nothrow) DeadlineStream{};
   if (s == nullptr) return inner; // no memory for the wrapper: unbounded by the deadline, bounded by socketTimeoutMS
   s->base.type = k_deadline_stream_type;
@@ -416,6 +417,7 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   mongoc_client_set_error_api(client.get(), MONGOC_ERROR_API_VERSION_2);
   streams.client = client.get();
   streams.deadline = &call_deadline;
+  streams.connected = false;
   mongoc_client_set_stream_initiator(client.get(), deadline_initiator, &streams);
   ++clients_made;
   if (config.count_commands || log.verbosity() == Verbosity::verbose) {
@@ -448,7 +450,11 @@ void MongoStore::reconnect(std::optional<CallLimits> limits) {
   // next calls, whose limits differ by the few ms their timers wake late, let it connect again if needed.
   // A kept client whose connect limit is longer (the acquire's) may not connect within the call: a
   // connection lost in the call (a retried write) fails the call instead, and the next one makes a client.
-  if (impl.failed) {
+  // A client that has not connected yet (made by an unbounded reconnect after a failed call) is replaced
+  // too when its connect limit does not fit: nothing is lost, and kept it would refuse its first connection
+  // (red team 6: after one cut queue read, a --once-per run's success record failed at once, "not
+  // reconnecting within this call's time limit", and another host ran the job again in the period).
+  if (impl.failed || (!impl.streams.connected && impl.connect_limit > connect)) {
     impl.open_client(std::max(connect - connect / 8, Millis(1)), impl.config.operation_timeout);
     impl.log.debugf("new connection (client {}): connect and handshake within {}, the call within {}",
                     impl.clients_made, format_duration(impl.connect_limit), format_duration(total));

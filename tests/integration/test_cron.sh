@@ -4,6 +4,7 @@
 # server write), --once-per (not run when a run of every name succeeded on any host within the period,
 # decided while holding the lock; recorded as not-due), and the job's MONGOLOCK_HOLDER / MONGOLOCK_RUN_ID.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/failproxy.sh"
 
 export MONGOLOCK_HISTORY_PURGE_EVERY=1000000000 # no random purges: the cases count records
 
@@ -380,6 +381,27 @@ once_per_records_before_releasing() {
   assert_free "$name"
 }
 
+# A queue read after a renewal that fails (the connection closed) makes the heartbeat's client a new one; the
+# success record after the job must still be written (red team 6: the new client, not yet connected, kept a
+# connect limit longer than the record's call allowed, refused its first connection, and the waiter found no
+# success and ran the job again in the period).
+once_per_record_survives_a_cut_queue_read() {
+  local name pid
+  name=$(lock_name)
+  failproxy_start
+  start_bg a ml -v --uri "$FP_URI" run "$name" --once-per 1h --ttl 6s -- sleep 3
+  pid=$BG_PID
+  wait_until 10 grep -q "acquired lock '$name'" "$T/a.err"
+  proxy fail find/_queue times 1 close-before
+  start_bg b ml run "$name" --once-per 1h --wait 60s -- touch "$T/ran-again"
+  expect_bg_exit 0 "$pid" a
+  assert_contains "$T/failproxy.log" "find on ${MONGOLOCK_COLLECTION}_queue: close-before" # the fault came
+  assert_contains "$T/a.err" "recorded the run in the history of '$name' (ok)"
+  assert_not_contains "$T/a.err" "not recorded"
+  expect_bg_exit 0 "$BG_PID" b
+  [[ ! -e $T/ran-again ]] || fail "the waiter ran the job again within --once-per"
+}
+
 bad_values() {
   local name
   name=$(lock_name)
@@ -412,5 +434,6 @@ run_case "kill -9 of mongolock, guardian and job: the next run on this host take
 run_case "kill -9 of mongolock and guardian: no instant takeover while the job's children live" survivors_block_the_instant_takeover
 run_case "--min-hold outlives a dead holder: the guardian's release and the instant takeover keep it" min_hold_outlives_a_dead_holder
 run_case "--once-per: the success is recorded before the release" once_per_records_before_releasing
+run_case "--once-per: a queue read cut after a renewal does not cost the success record" once_per_record_survives_a_cut_queue_read
 run_case "bad --splay and --once-per values, --once-per with --slots: 64 with one line" bad_values
 finish

@@ -5,30 +5,9 @@
 # (517)", docs/compatibility.md). The waiters connect to the server directly.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-FAILPROXY_PY=$ITEST_DIR/failproxy.py
+source "$ITEST_DIR/failproxy.sh"
 HOLDER="$HOST:4343" # a holder identity other than any caller here
 SQLITE_LOCKED='[msg_insert.go:168 handler.(*Handler).MsgInsert] [collection.go:135 sqlite.(*collection).InsertAll.func1] database is locked (517)'
-
-# failproxy_start: a failproxy.py in front of the suite's server; sets FP_URI. `proxy COMMAND` controls it.
-failproxy_start() {
-  local upstream=${MONGOLOCK_URI#mongodb://}
-  upstream=${upstream%%/*}
-  PROXY_CTL=$T/failproxy
-  mkdir "$PROXY_CTL"
-  python3 "$FAILPROXY_PY" serve "$T/failproxy.port" "${upstream##*:}" "$PROXY_CTL" 2>"$T/failproxy.log" &
-  track $!
-  wait_until 10 test -s "$T/failproxy.port"
-  FP_URI="mongodb://127.0.0.1:$(cat "$T/failproxy.port")/"
-}
-
-proxy() {
-  local fin fout reply=
-  exec {fin}>"$PROXY_CTL/in" {fout}<"$PROXY_CTL/out"
-  printf '%s\n' "$*" >&"$fin"
-  read -r -t 10 reply <&"$fout" || true
-  exec {fin}>&- {fout}<&-
-  [[ $reply == ok* ]] || fail_with "proxy $*: ${reply:-no answer}" log "$T/failproxy.log"
-}
 
 # A release whose wake-up event is refused `times` times with 517 still wakes the head through the event
 # (the insert is sent again: nothing was written), with no warning; the proxy saw every refused insert.

@@ -53,6 +53,7 @@ struct CallDeadline {
 struct StreamFactory {
   mongoc_client_t* client = nullptr;
   CallDeadline* deadline = nullptr;
+  bool connected = false; // the client has made a connection (the initiator returned a stream)
 };
 
 // What a driver error most likely means, for a connection's TLS or authentication ("" when nothing
