@@ -354,8 +354,12 @@ namespace {
 // Whether `current` meets every condition of the renewal filter `which` but its renewed_before: still named by
 // `which`, not released, unexpired, and stamped at or after this renewal by another renewal of the same
 // acquisition (`renew --token` from another process, whose clock estimate may run ahead: red team 4, F3).
+// Only a filter that names the acquisition (its _id or token) proves that: by holder alone, a later
+// acquisition of the same holder looks the same (red team 6, F1: a late `renew --process H` cut H's next
+// acquisition to the old TTL, and a contender took the lock while H held it).
 bool outstamped(const LockRecord& current, const LockSelector& which) {
   const auto is = [](const auto& wanted, const auto& value) { return !wanted || *wanted == value; };
+  if (!which.id && !which.token) return false;
   return which.renewed_before && current.renewed_at >= *which.renewed_before && is(which.id, current.id) &&
          is(which.token, current.token) && is(which.process, current.process) &&
          (!which.place || place_matches(current, *which.place)) && !current.released_at &&

@@ -240,6 +240,34 @@ TEST_CASE("A heartbeat renewal outstamped by another renewal of its token renews
   }
 }
 
+TEST_CASE("A renew by holder that matches nothing never renews a later acquisition of that holder") {
+  // Red team 6, F1: `renew --process H` delayed on its way (its stamp 4 s old when it lands) while H released
+  // and acquired again with --ttl 1h. Its filter matched nothing (the new document is newer than its stamp);
+  // the outstamp retry then read the new acquisition, found it "renewed after this stamp" by the same
+  // holder, and renewed it with the old TTL (20 s): a contender took the lock 20 s later while H held it.
+  // Without _id or token the selector does not prove that the document is the acquisition it meant.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto first = holder.try_acquire(request("job", "a:1", 20s));
+    REQUIRE(first);
+    REQUIRE(store.remove(LockSelector{.program = "job", .token = first->token}) == 1);
+    auto second = holder.try_acquire(request("job", "a:1", 1h));
+    REQUIRE(second);
+    const auto expiry = store.documents().at("job").expires_at;
+    const auto accurate = store.clock();
+    const auto now = LeaseClock::now();
+    store.set_clock(ServerClock(accurate.at(now) - 4s, 0ms, now)); // the renew's view, 4 s old
+    Locker late(store, quiet);
+    CHECK_FALSE(late.renew(LockSelector{.program = "job", .process = "a:1"}, 20s));
+    CHECK(store.documents().at("job").expires_at == expiry);
+    CHECK(store.documents().at("job").token == second->token);
+    // By token, the same renew of the old acquisition matches nothing either; of the new one it renews.
+    CHECK_FALSE(late.renew(LockSelector{.program = "job", .token = first->token}, 20s));
+    CHECK(store.documents().at("job").expires_at == expiry);
+  }
+}
+
 TEST_CASE("renew right after the holder's heartbeat stamped ahead of it renews above that stamp") {
   // The heartbeat stamps from its estimate's upper bound, renew from the earliest: a renew just after a
   // heartbeat renewal finds renewed_at at or after its own stamp and renews once more above it.
