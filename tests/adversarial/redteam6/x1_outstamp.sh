@@ -52,6 +52,22 @@ for i in $(seq "$n"); do
       "contender b=$rb $(( (t_b - t_acq) / 1000 )) s after the 1h acquire dir=$W"
     grep -E "renewing above|error" "$W/renew.err" | head -2 | cut -c1-250 | sed 's/^/   | /'
     fp_stop ;;
+  reacquire_shell)
+    # the same by the default holder (the calling shell, with its place): a script renews in the background
+    fp_start
+    proxy fail findAndModify:update times 1 delay "$DELAY"
+    bash -c '
+      ML=$1 S=$2 F=$3 N=$4 W=$5
+      "$ML" --uri "$S" acquire "$N" --ttl 20s >"$W/t1"
+      "$ML" -v --uri "$F" renew "$N" 2>"$W/renew.err" & r=$!
+      sleep 0.5
+      "$ML" --uri "$S" release "$N"
+      "$ML" --uri "$S" acquire "$N" --ttl 1h >"$W/t2"
+      wait $r; echo "renew rc=$?" >"$W/renew.rc"' sh "$ML" "$SERVER_URI" "$FP_URI" "$NAME" "$W"
+    left=$(( $(field expires_at) - $(doc now) ))
+    echo "x1 reacquire_shell delay=${DELAY}: $(cat "$W/renew.rc"); the shell's 1h acquisition (token $(field token | cut -c1-8), ours $(cut -c1-8 "$W/t2")) has ${left} ms left dir=$W"
+    grep -E "renewing above|error" "$W/renew.err" | head -2 | cut -c1-250 | sed 's/^/   | /'
+    fp_stop ;;
   takeover)
     fp_start
     holder a "$SERVER_URI" 1.5 --ttl 30s

@@ -5,7 +5,7 @@
 # outside reads differently (or the other way round). Does the contender take over at once (holder "dead")?
 #   WHERE=holder|contender KILL=0|1 bash x5_timens.sh [N]
 #   KILL=1: mongolock and its guardian are killed (SIGKILL) while the job runs on (a1's case; the holder file's
-#   evidence must still show the job alive).
+#   evidence must still show the job alive). The job is sh, whose child (own session) is holders.py's job.
 source "$(dirname "$0")/lib.sh"
 n=${1:-1}; WHERE=${WHERE:-holder}; KILL=${KILL:-0}; JOB=${JOB:-8}
 tns=(unshare --time --boottime 100000 --fork)
@@ -13,8 +13,9 @@ for i in $(seq "$n"); do
   new_case "x5$WHERE$KILL"
   pre=(); post=()
   [[ $WHERE == holder ]] && pre=("${tns[@]}") || post=("${tns[@]}")
-  setsid "${pre[@]}" "$ML" -v --uri "$SERVER_URI" run "$NAME" --ttl 30s -- python3 "$HOLDERS_PY" job "$HOLDERS" \
-    --seconds "$JOB" >"$W/a.out" 2>"$W/a.err" &
+  # the job: a grandchild in its own session that outlives a killed job process (a1's case)
+  setsid "${pre[@]}" "$ML" -v --uri "$SERVER_URI" run "$NAME" --ttl 30s -- sh -c \
+    'setsid python3 "$0" job "$1" --seconds "$2" & sleep 100' "$HOLDERS_PY" "$HOLDERS" "$JOB" >"$W/a.out" 2>"$W/a.err" &
   echo $! >"$W/a.pid"
   wait_acq
   if ((KILL)); then
