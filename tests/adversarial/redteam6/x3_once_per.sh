@@ -29,12 +29,12 @@ for i in $(seq "$n"); do
   case $CASE in
   race)
     tp_start; tp delay "$D"
-    host_run a host-a "$TP_URI" 3 --once-per 1h --wait 60s --ttl 15s
+    host_run a host-a "$TP_URI" 3 --once-per 1h --wait 60s --ttl "${TTL:-15s}"
     ((A_FIRST)) && wait_acq  # A_FIRST=1: a (the slow link) holds the lock and records the success
     host_run b host-b "$SERVER_URI" 3 --once-per 1h --wait 60s --ttl 15s
     host_run c host-c "$SERVER_URI" 3 --once-per 1h --wait 60s --ttl 15s
     rc_of a; ra=$RC; rc_of b; rb=$RC; rc_of c; rc=$RC; tp_stop
-    echo "x3 race D=$D a_first=$A_FIRST: a=$ra b=$rb c=$rc jobs started=$(starts) ok records=$(oks) dir=$W" ;;
+    echo "x3 race D=$D a_first=$A_FIRST ttl(a)=${TTL:-15s}: a=$ra b=$rb c=$rc jobs started=$(starts) ok records=$(oks) dir=$W" ;;
   hold)
     tp_start
     host_run a host-a "$TP_URI" 3 --once-per 1h --ttl 6s
