@@ -10,6 +10,7 @@
 #   CASE=qfail  loopback, no delay: a (--ttl 6s, 3 s job, behind failproxy) has one queue read after a renewal
 #               fail (failproxy close-before: the heartbeat's client is marked failed) before its job ends;
 #               b (host-b, --wait) waits. The success record of a must still be written (NOFAULT=1: control).
+#               TTL=10s A_JOB=6.3: the job ends 0.4 s before the second renewal (4 s left to the deadline).
 #   CASE=maxage --once-per 60s with --history-max-age 5s (and MONGOLOCK_HISTORY_PURGE_EVERY=1): the success
 #               is purged before the period ends; does a later run within the period run again?
 #   CASE=slots  --slots 2 refused with --once-per from the command line, MONGOLOCK_SLOTS and a config file?
@@ -47,12 +48,12 @@ for i in $(seq "$n"); do
     grep -E "warning|error|not run|succeeded" "$W/a.err" "$W/b.err" | cut -c1-300 | sed 's/^/   | /' ;;
   qfail)
     fp_start
-    host_run a host-a "$FP_URI" 3 --once-per 1h --ttl 6s
+    host_run a host-a "$FP_URI" "${A_JOB:-3}" --once-per 1h --ttl "${TTL:-6s}"
     wait_acq
     ((NOFAULT)) || proxy fail find/locks_queue times 1 close-before
     host_run b host-b "$SERVER_URI" 1 --once-per 1h --wait 60s
     rc_of a; ra=$RC; rc_of b; rb=$RC; fp_stop
-    echo "x3 qfail nofault=$NOFAULT: a=$ra b=$rb jobs started=$(starts) ok records=$(oks) $(overlap) dir=$W"
+    echo "x3 qfail nofault=$NOFAULT ttl=${TTL:-6s} job=${A_JOB:-3}s: a=$ra b=$rb jobs started=$(starts) ok records=$(oks) $(overlap) dir=$W"
     grep -E "warning|not run" "$W/a.err" "$W/b.err" | cut -c1-330 | sed 's/^/   | /' ;;
   maxage)
     export MONGOLOCK_HISTORY_PURGE_EVERY=1
