@@ -8,6 +8,7 @@
 #                  findAndModify failproxy delays DELAY ms; meanwhile H releases and acquires again with --ttl 1h.
 #                  The delayed renewal then lands on the new acquisition: does it cut its 1h lease to 20s?
 #                  (a contender on host-b waits; the doc's expires_at is read after the renew ended)
+#   CASE=reacquire_shell  the same by the default holder: a script's `mongolock renew N &` in the background.
 #   CASE=takeover  renew --token T (delayed DELAY ms by failproxy) of a run's lock; the run ends and a contender
 #                  takes the lock before the renewal lands: the new holder's lock must not change.
 #   CASE=reacquire DELAY=4000 bash x1_outstamp.sh [N]

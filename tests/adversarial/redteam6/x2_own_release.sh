@@ -2,7 +2,8 @@
 # x2 (target 2): ways for a run's command to free its own lock that inside_own_run() (commands.cpp) does not
 # see, and a release it refuses wrongly. The job first runs CMD (below, by CASE), then holders.py's job for
 # JOB seconds; a contender on host-b waits for the lock. A freed lock shows as overlap (holders.py check).
-#   bash x2_own_release.sh CASE [N]     CASE: direct envi su nested ppid renew_envi renew_ppid
+#   TTL=30s B=8 bash x2_own_release.sh CASE [N]   CASE: direct envi su nested ppid renew_envi renew_ppid
+#   (TTL: the run's, default 30s; JOB: its job after CMD, default 12 s; B: the contender's job, default 2 s)
 #   bash x2_own_release.sh multi|longttl  (refusals; no contender)
 source "$(dirname "$0")/lib.sh"
 case_=${1:-direct}; n=${2:-1}; TTL=${TTL:-30s}; JOB=${JOB:-12}; B=${B:-2}
