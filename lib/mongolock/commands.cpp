@@ -250,42 +250,60 @@ int acquire_command(const GlobalOptions& global, const AcquireOptions& options, 
 
 namespace {
 
-// True when `value` is one of the newline-separated lines of the environment variable `variable`.
-bool env_lists(const char* variable, const std::string& value) {
+// The position of `value` among the newline-separated lines of the environment variable `variable`.
+std::optional<std::size_t> env_line(const char* variable, const std::string& value) {
   const char* text = std::getenv(variable);
-  if (text == nullptr || value.empty()) return false;
+  if (text == nullptr || value.empty()) return std::nullopt;
   std::string_view rest(text);
-  while (!rest.empty()) {
+  for (std::size_t i = 0; !rest.empty(); ++i) {
     const auto end = rest.find('\n');
-    if (rest.substr(0, end) == value) return true;
+    if (rest.substr(0, end) == value) return i;
     if (end == std::string_view::npos) break;
     rest.remove_prefix(end + 1);
   }
-  return false;
+  return std::nullopt;
 }
 
 // True when this process runs inside the command of the `run` that holds `name` and is selected by
-// --token/--process: the environment `run` gives its command (MONGOLOCK_NAME, MONGOLOCK_TOKEN,
-// MONGOLOCK_HOLDER; see ENVIRONMENT) names that lock.
+// --token/--process, as the environment `run` gives its command says (MONGOLOCK_NAME, MONGOLOCK_TOKEN on the
+// same line, or MONGOLOCK_HOLDER; see ENVIRONMENT). held_by_own_run() asks the process tree.
 bool inside_own_run(const std::string& name, const std::optional<std::string>& token,
                     const std::optional<std::string>& process) {
-  if (!env_lists("MONGOLOCK_NAME", name)) return false;
-  return (token && env_lists("MONGOLOCK_TOKEN", *token)) || (process && env_lists("MONGOLOCK_HOLDER", *process));
+  const auto line = env_line("MONGOLOCK_NAME", name);
+  if (!line) return false;
+  return (token && env_line("MONGOLOCK_TOKEN", *token) == line) ||
+         (process && env_line("MONGOLOCK_HOLDER", *process).has_value());
+}
+
+// True when a lock that `which` selects is held by a mongolock run this process runs inside (its command, or
+// a process started from it, whatever the environment: env -i, su -, a nested run; red team 6, F2). The
+// process tree is read first, so a caller outside any run costs the server nothing.
+bool held_by_own_run(Locker& locker, const LockSelector& which) {
+  const auto runs = enclosing_runs();
+  if (runs.empty()) return false;
+  const auto host = host_name();
+  const auto holders = locker.holders(which.program);
+  return std::any_of(holders.begin(), holders.end(), [&](const LockRecord& lock) {
+    return named_by(which, lock) && held_by_enclosing_run(lock, runs, host);
+  });
+}
+
+[[noreturn]] void refuse_own_release(const std::string& name) {
+  // Freed while the command still runs, the lock would let another run start beside it.
+  throw usage_error(fmt::format("lock '{}' is held by the mongolock run whose command this is; it is released "
+                                "when the command ends: exit the command instead of releasing its lock",
+                                name));
 }
 
 } // namespace
 
 int release_command(const GlobalOptions& global, const ReleaseOptions& options, Log& log) {
   validate_lock_name(options.name);
-  if (inside_own_run(options.name, options.token, options.process)) {
-    // Freed while the command still runs, the lock would let another run start beside it.
-    throw usage_error(fmt::format("lock '{}' is held by the mongolock run whose command this is; it is released "
-                                  "when the command ends: exit the command instead of releasing its lock",
-                                  options.name));
-  }
+  if (inside_own_run(options.name, options.token, options.process)) refuse_own_release(options.name);
   auto which = holder_selector(options.name, options.token, options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
+  if (held_by_own_run(locker, which)) refuse_own_release(options.name);
   const auto outcome = on_name_or_slot(
       locker, which, [&](const LockSelector& w) { return locker.release(w); },
       [](const ReleaseOutcome& o) { return o.kind != ReleaseOutcome::not_holder; });
@@ -321,7 +339,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
   Locker locker(store, log);
   const bool mark = waiters_queued(locker, options.name, log);
   const auto ttl = options.ttl ? *options.ttl : own_ttl(locker, which);
-  if (options.ttl && inside_own_run(options.name, options.token, options.process)) {
+  if (options.ttl && (inside_own_run(options.name, options.token, options.process) || held_by_own_run(locker, which))) {
     // The run counts its lease from its own renewals: a shorter one on the server would let another run
     // start while this command runs.
     if (const auto run_ttl = own_ttl(locker, which); ttl < run_ttl) {

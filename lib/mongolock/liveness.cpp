@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -243,6 +244,36 @@ HolderPlace process_place(pid_t pid) {
 
 std::string holder_file_path(pid_t pid, std::int64_t start) {
   return fmt::format("/dev/shm/mongolock-run-{}-{}.lock", pid, start);
+}
+
+std::vector<RunAncestor> enclosing_runs() {
+  std::vector<RunAncestor> runs;
+  pid_t pid = getppid();
+  for (int depth = 0; depth < 128 && pid > 1; ++depth) {
+    auto fields = stat_fields_after_comm(std::to_string(pid));
+    char state = '?';
+    pid_t parent = 0;
+    if (!fields || !(*fields >> state >> parent)) break;
+    if (const auto start = process_start(pid); start && access(holder_file_path(pid, *start).c_str(), F_OK) == 0) {
+      runs.push_back({pid, *start});
+    }
+    pid = parent;
+  }
+  return runs;
+}
+
+bool held_by_enclosing_run(const LockRecord& lock, const std::vector<RunAncestor>& runs, std::string_view host) {
+  if (runs.empty() || lock.command.empty() || !lock.pid_start || lock.host != host) return false;
+  const auto here = own_process_identity();
+  if (here.boot_id.empty() || lock.boot_id != here.boot_id || lock.pid_ns != here.pid_ns) return false;
+  const auto colon = lock.process.rfind(':');
+  if (colon == std::string::npos) return false;
+  const std::string_view digits = std::string_view(lock.process).substr(colon + 1);
+  pid_t holder = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), holder);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return false;
+  return std::any_of(runs.begin(), runs.end(),
+                     [&](const RunAncestor& run) { return run.pid == holder && run.start == *lock.pid_start; });
 }
 
 namespace {

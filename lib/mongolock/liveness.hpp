@@ -50,6 +50,25 @@ struct ProcessIdentity {
 // /dev/shm/mongolock-run-PID-START.lock.
 [[nodiscard]] std::string holder_file_path(pid_t pid, std::int64_t start);
 
+// A mongolock `run` among this process's ancestors: its pid and start (field 22 of /proc/PID/stat).
+struct RunAncestor {
+  pid_t pid = 0;
+  std::int64_t start = 0;
+};
+
+// The mongolock runs this process runs inside: its ancestors (parent pids in /proc, nearest first, up to
+// 128) that have a holder file (holder_file_path; it exists while the run's mongolock or its guardian
+// lives). A run is the subreaper of its command, so a daemonized part of the job stays its descendant. An
+// ancestor whose stat cannot be read ends the walk. Never throws.
+[[nodiscard]] std::vector<RunAncestor> enclosing_runs();
+
+// Whether `lock` is held by one of `runs` (enclosing_runs()): taken by `run` (its command recorded), on
+// host `host`, this boot and PID namespace, with that pid (its `process` "<host>:<pid>") and start. False
+// when anything of that is missing or differs. Red team 6, F2: the environment `run` gives its command is
+// lost through env -i, su - or a nested run; descent is not.
+[[nodiscard]] bool held_by_enclosing_run(const LockRecord& lock, const std::vector<RunAncestor>& runs,
+                                         std::string_view host);
+
 // Removes the stale holder files in /dev/shm (issue 26): those whose process is gone (not merely hidden by
 // hidepid), whose lock nobody holds, and which either never recorded a job (a run killed while it waited)
 // or was written more than 24 hours ago and whose job's cgroup, if any, is empty (removed too). Others are

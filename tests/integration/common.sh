@@ -26,6 +26,8 @@ export LC_ALL=C
 exec </dev/null 2>&1 # failure reports (stderr) stay in order with the "ok" lines
 
 ITEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# For commands the suites run inside a job (sh -c '...'): mongo.py, the server seen by another client.
+export MONGO_PY=$ITEST_DIR/mongo.py
 REPO_ROOT=$(cd "$ITEST_DIR/../.." && pwd)
 SUITE=$(basename "${BASH_SOURCE[1]}" .sh)
 SUITE=${SUITE#test_}

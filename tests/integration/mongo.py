@@ -23,6 +23,8 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         (or an older run) could have stored; --times N first: N such documents
                         in one insert (KEY:date values then grow by 1 ms per document)
     mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
+    mongo.py remove NAME TOKEN  delete NAME's lock document if its token is TOKEN (as a release by another
+                        client that knows the token: no guard, no wake-up event); exit 1 when none was deleted
     mongo.py drop       drop the collection, its _queue, _fences, _runs and _lastrun collections and the _events
                         collection in database <db>_events (missing is fine)
 
@@ -259,6 +261,13 @@ def main():
                          "indexes": [{"key": {sys.argv[3]: 1}, "name": sys.argv[3] + "_unique", "unique": True}]})
         if reply.get("ok") != 1.0:
             die(f"createIndexes failed: {reply}")
+    elif what == "remove" and len(sys.argv) == 4:
+        reply = command({"delete": coll, "$db": db,
+                         "deletes": [{"q": {"program": sys.argv[2], "token": sys.argv[3]}, "limit": 1}]})
+        if reply.get("ok") != 1.0:
+            die(f"delete failed: {reply}")
+        if reply.get("n") != 1:
+            return 1
     elif what == "drop":
         for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs", coll + "_lastrun"):
             command({"drop": name, "$db": db})

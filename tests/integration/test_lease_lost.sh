@@ -9,13 +9,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 #   exit    on SIGTERM writes DIR/term and exits 0
 #   ignore  on SIGTERM writes DIR/term and keeps going (only SIGKILL stops it)
 # It ends by itself, writing DIR/done and exiting 3, once DIR/go exists.
-# (The command releases with MONGOLOCK_NAME removed, as another shell that knows the token would: the
-# run's own command is refused, see own_command_cannot_free_its_lock.)
+# (The lock document is removed as another client that knows the token would, mongo.py remove: the run's
+# own command is refused, see own_command_cannot_free_its_lock.)
 write_child() {
   cat >"$T/child.sh" <<'EOF'
 dir=$1
 if [ "$2" = release ]; then
-  env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
+  python3 "$MONGO_PY" remove "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN" || exit 9
 fi
 case $CHILD_ON_TERM in
 exit) trap 'touch "$dir/term"; exit 0' TERM ;;
@@ -86,7 +86,7 @@ lock_removed_then_command_succeeds() {
   local name
   name=$(lock_name)
   expect_exit 76 -- ml run "$name" --ttl 30s -- \
-    sh -c 'env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN"'
+    sh -c 'python3 "$MONGO_PY" remove "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN"'
   assert_contains "$ERR" "mongolock: error: lock '$name' was no longer held when the command ended"
   assert_free "$name"
 }
@@ -191,7 +191,7 @@ lock_removed_kills_escaped_descendant() {
   start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 3s --kill-grace 300ms -- sh -c '
     setsid sh -c "trap \"\" TERM; echo \$\$ >\"$1/escaped\"; while :; do sleep 0.1; done" &
     while [ ! -s "$1/escaped" ]; do sleep 0.05; done
-    env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 9
+    python3 "$MONGO_PY" remove "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN" || exit 9
     while :; do sleep 0.1; done' _ "$T"
   wait_file 10 "$T/escaped"
   escaped=$(cat "$T/escaped")
@@ -333,19 +333,30 @@ job_ended_while_stopped() { # free|taken
 # The run's own command cannot free its lock (release by MONGOLOCK_TOKEN or MONGOLOCK_HOLDER) or shorten
 # its lease on the server (renew --ttl below the run's TTL): either let another run start beside it until the
 # run noticed (before: release exit 0, the lock free while the command ran on). 64 with one line; the lock
-# stays held; a renew without --ttl or with a longer one is allowed. The other cases of this suite release
-# with MONGOLOCK_NAME removed, as another shell that knows the token would.
+# stays held; a renew without --ttl or with a longer one is allowed. Also through env -i and from a nested
+# run, which lose or replace the run's environment (red team 6, F2: released, 8 s of overlap): the process
+# tree says the caller runs inside the holder's run. The other cases of this suite remove the lock document
+# as another client that knows the token would (mongo.py remove).
 own_command_cannot_free_its_lock() {
   local name
   name=$(lock_name)
   expect_exit 0 -- ml run "$name" --ttl 30s -- sh -c '
     "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" 2>"$1/rel.err"; echo $? >"$1/rel"
     "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --process "$MONGOLOCK_HOLDER" 2>/dev/null; echo $? >"$1/relp"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      MONGOLOCK_CONFIG="$MONGOLOCK_CONFIG" "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" \
+      2>/dev/null; echo $? >"$1/reli"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      MONGOLOCK_CONFIG="$MONGOLOCK_CONFIG" "$MONGOLOCK_BIN" renew "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" \
+      --ttl 5s 2>/dev/null; echo $? >"$1/reni"
+    T0=$MONGOLOCK_TOKEN N0=$MONGOLOCK_NAME "$MONGOLOCK_BIN" run "$MONGOLOCK_NAME-inner" -- \
+      sh -c "\"\$MONGOLOCK_BIN\" release \"\$N0\" --token \"\$T0\"" 2>/dev/null; echo $? >"$1/reln"
     "$MONGOLOCK_BIN" renew "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" --ttl 5s 2>"$1/ren.err"; echo $? >"$1/ren5"
     "$MONGOLOCK_BIN" renew "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN"; echo $? >"$1/ren"
     "$MONGOLOCK_BIN" status "$MONGOLOCK_NAME" >/dev/null; echo $? >"$1/held"' _ "$T"
-  assert_eq "$(cat "$T/rel") $(cat "$T/relp") $(cat "$T/ren5") $(cat "$T/ren") $(cat "$T/held")" "64 64 64 0 0" \
-    "release by token, by holder, renew --ttl 5s, renew, status (0: held)"
+  assert_eq "$(cat "$T/rel") $(cat "$T/relp") $(cat "$T/reli") $(cat "$T/reni") $(cat "$T/reln")" "64 64 64 64 64" \
+    "release by token, by holder, by token through env -i, renew --ttl 5s through env -i, release from a nested run"
+  assert_eq "$(cat "$T/ren5") $(cat "$T/ren") $(cat "$T/held")" "64 0 0" "renew --ttl 5s, renew, status (0: held)"
   assert_eq "$(cat "$T/rel.err")" "mongolock: error: lock '$name' is held by the mongolock run whose command this is; it is released when the command ends: exit the command instead of releasing its lock" "release message"
   assert_eq "$(cat "$T/ren.err")" "mongolock: error: --ttl 5s is shorter than the TTL of the mongolock run whose command this is (30s); its lease would end on the server before the run stops the command: give at least 30s or leave --ttl out" "renew message"
   assert_free "$name"

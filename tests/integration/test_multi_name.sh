@@ -146,6 +146,21 @@ lost_lease_releases_the_others() {
   expect_exit 1 -- ml status "$A"
 }
 
+# The command of `run a b` may not free its locks, but a release of a with b's token is not one: it frees
+# nothing and answers as outside a run (65: a is held by another token), not 64 (red team 6, F6: the guard
+# paired any listed name with any listed token).
+own_guard_pairs_names_with_tokens() {
+  three_names
+  expect_exit 0 -- ml run "$A" "$B" -- sh -c '
+    set -- $MONGOLOCK_NAME; a=$1
+    set -- $MONGOLOCK_TOKEN; ta=$1; tb=$2
+    "$MONGOLOCK_BIN" release "$a" --token "$tb" 2>/dev/null; echo "$?"
+    "$MONGOLOCK_BIN" release "$a" --token "$ta" 2>/dev/null; echo "$?"'
+  assert_eq "$(cat "$OUT")" "$(printf '%s\n' 65 64)" "release a with b's token, with a's own"
+  assert_free "$A"
+  assert_free "$B"
+}
+
 run_case "run c a b -- CMD holds all three; MONGOLOCK_NAME/TOKEN sorted, newline-separated" takes_all_three
 run_case "first name held elsewhere: 75, the others not left held" refused_when_one_is_held 0
 run_case "middle name held elsewhere: 75, the others not left held" refused_when_one_is_held 1
@@ -155,4 +170,5 @@ run_case "--wait: the waiting run does not hold the other names" waiting_run_doe
 run_case "duplicate names are collapsed" duplicates_collapsed
 run_case "one bad name refuses the whole run (64)" bad_name_refuses_all
 run_case "a lost lease on one name: 76, the other names released" lost_lease_releases_the_others
+run_case "the command's release of one name with another's token: 65, not the guard's 64" own_guard_pairs_names_with_tokens
 finish

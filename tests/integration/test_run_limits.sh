@@ -47,13 +47,13 @@ timeout_stops_process_group() {
 }
 
 # --on-lost ignore: the command releases its own lock (so the lease is lost) and keeps running; run exits
-# with the command's status. (With MONGOLOCK_NAME removed, as another shell that knows the token would:
-# the run's own command is refused, test_lease_lost.)
+# with the command's status. (The document removed as another client that knows the token would, mongo.py
+# remove: the run's own command is refused, test_lease_lost.)
 on_lost_ignore_keeps_running() {
   local name
   name=$(lock_name)
   start_bg run ml run "$name" --ttl 3s --on-lost ignore -- sh -c '
-    env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 90
+    python3 "$MONGO_PY" remove "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN" || exit 90
     i=0; until grep -q "lost" "$1/run.err"; do i=$((i + 1)); [ $i -lt 300 ] || exit 91; sleep 0.1; done
     sleep 1; touch "$1/survived"; exit 7' _ "$T"
   local pid=$BG_PID
@@ -69,7 +69,7 @@ on_lost_term_stops() {
   local name
   name=$(lock_name)
   expect_exit 76 -- ml run "$name" --ttl 3s -- sh -c '
-    env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 90
+    python3 "$MONGO_PY" remove "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN" || exit 90
     echo $$ >"$1/pid"; sleep 30; touch "$1/survived"' _ "$T"
   [[ ! -e $T/survived ]] || fail "the command ran on"
   ! pid_alive "$(cat "$T/pid")" || fail "the command still runs"
@@ -82,7 +82,7 @@ on_lost_kill() {
   name=$(lock_name)
   expect_exit 76 -- ml run "$name" --ttl 3s --on-lost kill -- sh -c '
     trap "" TERM
-    env -u MONGOLOCK_NAME "$MONGOLOCK_BIN" release "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" || exit 90
+    python3 "$MONGO_PY" remove "$MONGOLOCK_NAME" "$MONGOLOCK_TOKEN" || exit 90
     echo $$ >"$1/pid"; sleep 30; touch "$1/survived"' _ "$T"
   assert_contains "$ERR" "killing the command"
   [[ ! -e $T/survived ]] || fail "the command ran on"
