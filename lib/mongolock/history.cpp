@@ -166,25 +166,25 @@ void purge_history(RunStore& store, const std::vector<RunRecord>& runs, const Hi
   }
 }
 
-void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
+bool record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log, std::vector<RunRecord>* deferred) {
-  if (!policy.enabled || runs.empty()) return;
+  if (!policy.enabled || runs.empty()) return false;
   const bool executed = !is_attempt(runs.front().outcome);
   try {
     store.insert_runs(runs);
     log.debugf("recorded the run in the history of '{}' ({})", runs.front().name, runs.front().outcome);
   } catch (const Error& e) {
     log.warning(fmt::format("the run was not recorded in the history ({}); its exit status is unchanged", e.what()));
-    return;
+    return false;
   }
   // An attempt stops here: a skipped run of a fleet costs the server one write for the history, no purge.
-  if (!executed) return;
-  if (!one_in(policy.purge_every)) return;
+  if (!executed || !one_in(policy.purge_every)) return true;
   if (deferred != nullptr) {
     *deferred = std::move(runs);
   } else {
     purge_history(store, runs, policy, now, log);
   }
+  return true;
 }
 
 std::vector<RunRecord> last_runs(RunStore& store, const std::vector<std::string>& names, const Log& log) {

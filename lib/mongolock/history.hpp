@@ -73,8 +73,9 @@ inline constexpr std::size_t k_skip_host_sample = 5;
 // push an executed run out) and every run older than policy.max_age (at `now`, server clock). An attempt
 // never purges (a skipped run: 2 writes in all, the refused lock insert and this). Nothing happens when the
 // policy is disabled or `runs` is empty. Never throws: a failure is one warning line on `log` (the run's
-// exit status does not change).
-void record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
+// exit status does not change, except run --once-per's: run.cpp). Returns whether the runs were stored
+// (false also when the policy is disabled or `runs` is empty).
+bool record_runs(RunStore& store, std::vector<RunRecord> runs, const HistoryPolicy& policy, ServerTime now,
                  const Log& log, std::vector<RunRecord>* deferred = nullptr);
 
 // run --once-per's decision, made while holding every lock of the run (so no two hosts both decide to run; the

@@ -80,6 +80,8 @@ public:
   }
 
   [[nodiscard]] bool finished() const { return m_finished; }
+  // Whether finish() stored the run in the history.
+  [[nodiscard]] bool recorded() const { return m_recorded; }
 
   // The records the guardian's `__release-orphaned` writes when mongolock dies while the job runs
   // (OrphanRequest::runs; issue 26 item 12): as write() would, the command starting now (server clock
@@ -192,7 +194,8 @@ private:
       runs.push_back(std::move(run));
     }
     if (store != nullptr && clock) {
-      record_runs(*store, std::move(runs), m_options.history, ended_at, m_log, m_defer_purge ? &m_purge_runs : nullptr);
+      m_recorded = record_runs(*store, std::move(runs), m_options.history, ended_at, m_log,
+                               m_defer_purge ? &m_purge_runs : nullptr);
       m_purge_now = ended_at;
     } else if (m_options.history.enabled && outcome != Outcome::error) {
       m_log.warning(
@@ -210,6 +213,7 @@ private:
   const RunOptions& m_options;
   bool m_defer_purge = false;
   std::string m_not_recorded = "the server did not answer in time";
+  bool m_recorded = false;
   std::vector<RunRecord> m_purge_runs; // a purge due after the release (defer_purge())
   ServerTime m_purge_now{};
   std::vector<std::string> m_names;
@@ -499,6 +503,13 @@ private:
     }
     const auto released = release_after_run(m_locker, locks(), m_log);
     if (released != RunRelease::failed) m_recorder.purge_deferred(m_store);
+    if (!m_recorder.recorded()) {
+      // The period's success is not in the history: the next run anywhere runs the job again. Not 0, so that
+      // cron's mail or a monitor shows it (red team 6, F3: exit 0 with a warning only).
+      m_log.warning("the job succeeded, but its success was not recorded (see above): another run may run the job "
+                    "again this period (--once-per)");
+      return released == RunRelease::gone ? m_options.lost_exit_code : k_exit_unavailable;
+    }
     if (released == RunRelease::released) return k_exit_ok;
     m_log.warning("the run was recorded as succeeded before the release: the job ended with its lease held");
     return released == RunRelease::gone ? m_options.lost_exit_code : k_exit_unavailable;

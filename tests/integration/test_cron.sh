@@ -402,6 +402,19 @@ once_per_record_survives_a_cut_queue_read() {
   [[ ! -e $T/ran-again ]] || fail "the waiter ran the job again within --once-per"
 }
 
+# A success that could not be recorded (the server refused the history insert) is not exit 0: the next run
+# anywhere runs the job again this period, and cron or a monitor must see it (red team 6, F3). 69, with one
+# warning naming the consequence; the lock is released.
+once_per_unrecorded_success_exits_69() {
+  local name
+  name=$(lock_name)
+  failproxy_start
+  proxy fail insert/_runs times 5 error 2
+  expect_exit 69 -- ml --uri "$FP_URI" run "$name" --once-per 1h -- true
+  assert_contains "$ERR" "its success was not recorded (see above): another run may run the job again this period"
+  assert_free "$name"
+}
+
 bad_values() {
   local name
   name=$(lock_name)
@@ -435,5 +448,6 @@ run_case "kill -9 of mongolock and guardian: no instant takeover while the job's
 run_case "--min-hold outlives a dead holder: the guardian's release and the instant takeover keep it" min_hold_outlives_a_dead_holder
 run_case "--once-per: the success is recorded before the release" once_per_records_before_releasing
 run_case "--once-per: a queue read cut after a renewal does not cost the success record" once_per_record_survives_a_cut_queue_read
+run_case "--once-per: a success the server refused to record exits 69, not 0" once_per_unrecorded_success_exits_69
 run_case "bad --splay and --once-per values, --once-per with --slots: 64 with one line" bad_values
 finish
