@@ -372,8 +372,11 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
   }
   const auto sent_at = m_client.local_now();
   const Renewal renewal{selector, expires_at, renewed_at, ttl, mark_waiters};
-  const bool with_condition = m_server_time.sent() && m_world.config().plant != Plant::no_server_time;
+  const auto round_trip = std::max(m_clock.round_trip(), Millis(10)); // as MongoStore: time for a resend
+  const bool time_for_resend = !m_call_deadline || *m_call_deadline - m_client.local_now() >= 2 * round_trip;
+  const bool with_condition = m_server_time.sent(time_for_resend);
   auto matched = send_renewal(renewal, with_condition);
+  if (matched && with_condition) m_server_time.accepted();
   if (!matched) {
     bson_error_t refusal{};
     bson_set_error(&refusal, MONGOC_ERROR_SERVER, 238, "The operator $gt is not implemented yet");
@@ -392,23 +395,27 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
   return *matched;
 }
 
-// One findAndModify of a renewal; nullopt when the server refused its server-time condition.
+// One findAndModify of a renewal; nullopt when the server refused its server-time condition. The planted bug
+// no_server_time leaves the condition out of the filter when the store sends it (the contract still has it).
 std::optional<std::int64_t> SimStore::send_renewal(const Renewal& r, bool server_time) {
-  const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(r.selector, out, server_time); });
+  const bool in_filter = server_time && m_world.config().plant != Plant::no_server_time;
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(r.selector, out, in_filter); });
   const auto update = make_doc(
       [&](bson_t* out) { mongolock::store::renew_update(r.expires_at, r.renewed_at, r.ttl, r.mark_waiters, out); });
   return call<std::optional<std::int64_t>>(
       "findAndModify (renew)",
-      [this, r, filter, update]() -> std::optional<std::int64_t> {
+      [this, r, filter, update, server_time]() -> std::optional<std::int64_t> {
         auto live = r.selector; // LockStore::renew: never a released document
         live.not_released = true;
-        // ...nor, on MongoDB, one expired on the server's clock: the contract the filter is checked against.
-        const bool mongodb = m_world.config().semantics == mongolock::WriteSemantics::mongodb;
+        // ...nor, on MongoDB, one expired on the server's clock when the condition is sent: the contract the
+        // filter is checked against.
+        const bool mongodb = server_time && m_world.config().semantics == mongolock::WriteSemantics::mongodb;
         const auto now = m_world.server_now();
         const auto contract = [live, mongodb, now](const LockRecord& lock) {
           return mongolock::selects(live, lock) && (!mongodb || lock.expires_at > now);
         };
-        const Server server{mongolock::store::to_bson_date(now), !mongodb};
+        const Server server{mongolock::store::to_bson_date(now),
+                            m_world.config().semantics == mongolock::WriteSemantics::ferretdb_v1};
         try {
           const auto n = update_lock(
               m_world.server(), "renew", filter, update, contract,

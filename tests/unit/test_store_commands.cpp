@@ -180,18 +180,27 @@ TEST_CASE("ServerTimeCondition: dropped for the process once a refused renewal i
   store::ServerTimeCondition condition;
   const auto refusal = server_error(238, "The operator $gt is not implemented yet");
   const auto other = server_error(10107, "not primary");
-  CHECK(condition.sent());
+  CHECK(condition.sent(true));
+  // Not known yet, and no time in the call for a resend after a refusal: this renewal goes without it.
+  CHECK_FALSE(condition.sent(false));
   CHECK_FALSE(condition.resend_without(other)); // another error stands as it is
   CHECK(condition.resend_without(refusal));
   // The resend was refused too (a server that has the condition, refusing for another reason): the error
   // stands and the condition stays: the next renewal sends it again, at most one resend each.
-  CHECK(condition.sent());
+  CHECK(condition.sent(true));
   CHECK(condition.resend_without(refusal));
   // The resend was accepted: never again with the condition, said once.
   CHECK(condition.lacking());
-  CHECK_FALSE(condition.sent());
+  CHECK_FALSE(condition.sent(true));
   CHECK_FALSE(condition.resend_without(refusal));
   CHECK_FALSE(condition.lacking());
+}
+
+TEST_CASE("ServerTimeCondition: once a renewal with it was answered, every renewal carries it") {
+  store::ServerTimeCondition condition;
+  condition.accepted();
+  CHECK(condition.sent(false));
+  CHECK(condition.sent(true));
 }
 
 TEST_CASE("A lock document reads back as written, every stored field") {

@@ -47,11 +47,16 @@ void renew_filter(const LockSelector& which, bson_t* out, bool server_time);
 // after that (one refused findAndModify per process on FerretDB v1). A resend that fails too (refused again:
 // the same code for another reason, on a server that has the condition; or any other error) leaves the
 // condition on: that renewal's error stands, and the next renewal sends the condition again: at most one
-// resend per renewal, never a loop.
+// resend per renewal, never a loop. Until a renewal with the condition has been answered (the server has
+// it), a renewal carries it only when its call has time left for that resend: on a slow link the refusal's
+// round trip would otherwise cost the first renewal its call bound (red team 5, F1's budget).
 class ServerTimeCondition {
 public:
-  // Whether the next renewal carries the condition.
-  [[nodiscard]] bool sent() const { return !m_lacking; }
+  // Whether the next renewal carries the condition; `time_for_resend`: its call has time for a second
+  // findAndModify (one round trip) after the first.
+  [[nodiscard]] bool sent(bool time_for_resend) const { return !m_lacking && (m_accepted || time_for_resend); }
+  // A renewal with the condition was answered: the server has it; every renewal carries it from now on.
+  void accepted() { m_accepted = true; }
   // A renewal sent with the condition failed with `error`: true when it is to be sent once more without it.
   [[nodiscard]] bool resend_without(const bson_error_t& error) const {
     return !m_lacking && refuses_server_time(error);
@@ -65,8 +70,10 @@ public:
   }
 
 private:
+  bool m_accepted = false;
   bool m_lacking = false;
 };
+
 // A renewal's update: {$set: {expires_at, renewed_at, ttl_ms (ms)[, waiters: true with mark_waiters]}}.
 void renew_update(ServerTime expires_at, ServerTime renewed_at, Millis ttl, bool mark_waiters, bson_t* out);
 // A release into the minimum hold: {$set: {released_at, expires_at}}.

@@ -300,9 +300,14 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
   Reply first;
   Reply again;
   bson_error_t error;
-  const bool with_condition = impl.server_time.sent();
+  // Time for a resend: a round trip (the clock's last measure, at least 10 ms) left after this one.
+  const auto round_trip = std::max(impl.clock ? impl.clock->round_trip() : Millis(0), Millis(10));
+  const bool time_for_resend =
+      !impl.call_deadline.until || *impl.call_deadline.until - LeaseClock::now() >= 2 * round_trip;
+  const bool with_condition = impl.server_time.sent(time_for_resend);
   Reply* reply = &first;
   bool ok = impl.send_renewal(which, update.get(), with_condition, first, error);
+  if (ok && with_condition) impl.server_time.accepted();
   if (!ok && with_condition && impl.server_time.resend_without(error)) {
     // The server refused the server-time condition before it read anything: the same renewal without it,
     // once; renewals go without it from now on only when this one is accepted (ServerTimeCondition).
