@@ -95,11 +95,18 @@ bool HeartbeatSteps::step() {
 // only delays a waiter's wake-up (it polls); the next renewal gets a fresh connection.
 // Its own bound (issue 27): half the renew interval, and done before the renewal due at `next`; never
 // the renewal's call limits, whose few ms left after a slow renewal let a reconnect inside the read
-// escape them (integration.faults_network "1 s latency", docs/testing.md). Skipped below 100 ms.
+// escape them (integration.faults_network "1 s latency", docs/testing.md). Skipped below 100 ms, and below
+// the round trip the clock measured at this renewal's hello: such a read is cut before its reply can come,
+// and a cut read costs the connection (the next renewal would pay a new one's handshake: red team 5, F2).
 void HeartbeatSteps::mark_if_waited(LocalTime next) {
   const auto budget = std::min(std::chrono::floor<Millis>(next - Clock::now()), m_timing.renew_interval / 2);
   if (budget < Millis(100)) {
     m_log.debugf("queue of waiters not read: {} left before the next renewal", format_duration(budget));
+    return;
+  }
+  if (const auto round_trip = m_locker.store().clock().round_trip(); budget < round_trip) {
+    m_log.debugf("queue of waiters not read: {} left before the next renewal, less than a round trip ({})",
+                 format_duration(budget), format_duration(round_trip));
     return;
   }
   try {
