@@ -204,16 +204,20 @@ HeartbeatSteps::Renewal HeartbeatSteps::renew_one(std::size_t i) {
     m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
     return Renewal::renewed;
   } catch (const Error& e) {
-    bool ending = false;
+    bool stopping = false;
+    bool late = false;
     {
       std::lock_guard lock(m_mutex);
       m_last_error = e.what();
       m_book.unknown(i, sent, m_book.server_bound(total));
-      ending = m_stop || Clock::now() >= deadline;
+      stopping = m_stop;
+      late = Clock::now() >= deadline;
     }
-    if (ending) {
-      // The lease is lost (or the run is ending): no "retrying" after "lease lost" (issue 27).
-      m_log.debugf("lease renewal of '{}' failed past the renew deadline: {}", lease.program, e.what());
+    if (stopping || late) {
+      // The run is ending (given up: the job ended, or the lease was lost) or the lease is lost: no
+      // "retrying" after "lease lost" (issue 27), and the reason as it is (red team 5, F3).
+      m_log.debugf("lease renewal of '{}' failed {}: {}", lease.program,
+                   stopping ? "while the run was ending" : "past the renew deadline", e.what());
       return Renewal::gone;
     }
     m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));
