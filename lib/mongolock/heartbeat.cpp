@@ -95,11 +95,18 @@ bool HeartbeatSteps::step() {
 // only delays a waiter's wake-up (it polls); the next renewal gets a fresh connection.
 // Its own bound (issue 27): half the renew interval, and done before the renewal due at `next`; never
 // the renewal's call limits, whose few ms left after a slow renewal let a reconnect inside the read
-// escape them (integration.faults_network "1 s latency", docs/testing.md). Skipped below 100 ms.
+// escape them (integration.faults_network "1 s latency", docs/testing.md). Skipped below 100 ms, and below
+// the round trip the clock measured at this renewal's hello: such a read is cut before its reply can come,
+// and a cut read costs the connection (the next renewal would pay a new one's handshake: red team 5, F2).
 void HeartbeatSteps::mark_if_waited(LocalTime next) {
   const auto budget = std::min(std::chrono::floor<Millis>(next - Clock::now()), m_timing.renew_interval / 2);
   if (budget < Millis(100)) {
     m_log.debugf("queue of waiters not read: {} left before the next renewal", format_duration(budget));
+    return;
+  }
+  if (const auto round_trip = m_locker.store().clock().round_trip(); budget < round_trip) {
+    m_log.debugf("queue of waiters not read: {} left before the next renewal, less than a round trip ({})",
+                 format_duration(budget), format_duration(round_trip));
     return;
   }
   try {
@@ -197,16 +204,20 @@ HeartbeatSteps::Renewal HeartbeatSteps::renew_one(std::size_t i) {
     m_log.debugf("lease on '{}' renewed until {}", lease.program, format_time(lease.expires_at));
     return Renewal::renewed;
   } catch (const Error& e) {
-    bool ending = false;
+    bool stopping = false;
+    bool late = false;
     {
       std::lock_guard lock(m_mutex);
       m_last_error = e.what();
       m_book.unknown(i, sent, m_book.server_bound(total));
-      ending = m_stop || Clock::now() >= deadline;
+      stopping = m_stop;
+      late = Clock::now() >= deadline;
     }
-    if (ending) {
-      // The lease is lost (or the run is ending): no "retrying" after "lease lost" (issue 27).
-      m_log.debugf("lease renewal of '{}' failed past the renew deadline: {}", lease.program, e.what());
+    if (stopping || late) {
+      // The run is ending (given up: the job ended, or the lease was lost) or the lease is lost: no
+      // "retrying" after "lease lost" (issue 27), and the reason as it is (red team 5, F3).
+      m_log.debugf("lease renewal of '{}' failed {}: {}", lease.program,
+                   stopping ? "while the run was ending" : "past the renew deadline", e.what());
       return Renewal::gone;
     }
     m_log.warning(fmt::format("lease renewal of '{}' failed, retrying: {}", lease.program, e.what()));

@@ -194,7 +194,10 @@ public:
   // `mark_waiters` (the holder saw the queue: one write, not a second update of the document), in one
   // findAndModify bounded on the server by the last reconnect()'s CallLimits::server (maxTimeMS).
   // A released document (released_at set, a release into the minimum hold) never matches, whatever
-  // `which` says: a renewal that arrives after the release must not move the hold's end back.
+  // `which` says: a renewal that arrives after the release must not move the hold's end back. Nor, where
+  // the server evaluates a condition on its own clock (MongoDB 4.2+: $$NOW; not FerretDB v1, where the
+  // renewal is sent without it: store::ServerTimeCondition), a document that has expired on the server's
+  // clock when the renewal reaches it: a late copy of an abandoned renewal never revives an expired lock.
   // Returns the number of documents matched (0: the lease is gone or released, 1: renewed).
   [[nodiscard]] virtual std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
                                            Millis ttl, bool mark_waiters = false) = 0;

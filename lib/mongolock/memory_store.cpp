@@ -120,13 +120,21 @@ std::int64_t MemoryStore::renew(const LockSelector& which, ServerTime expires_at
                                 bool mark_waiters) {
   auto live = which; // never a released document (LockStore::renew), as MongoStore
   live.not_released = true;
-  return update(live, mark_waiters ? "expires_at,renewed_at,ttl_ms,waiters" : "expires_at,renewed_at,ttl_ms",
-                [&](LockRecord& lock) {
-                  lock.expires_at = expires_at;
-                  lock.renewed_at = renewed_at;
-                  lock.ttl = ttl;
-                  lock.waiters = lock.waiters || mark_waiters;
-                });
+  // MongoDB: never a document expired on the server's clock (the server-time condition, renew_filter());
+  // FerretDB v1 lacks it (MongoStore sends the renewal without it there).
+  const auto now = m_clock.now();
+  return update_where([&](const LockRecord& lock) { return selects(live, lock) && unexpired_on_server(lock, now); },
+                      mark_waiters ? "expires_at,renewed_at,ttl_ms,waiters" : "expires_at,renewed_at,ttl_ms",
+                      [&](LockRecord& lock) {
+                        lock.expires_at = expires_at;
+                        lock.renewed_at = renewed_at;
+                        lock.ttl = ttl;
+                        lock.waiters = lock.waiters || mark_waiters;
+                      });
+}
+
+bool MemoryStore::unexpired_on_server(const LockRecord& lock, ServerTime now) const {
+  return m_semantics != WriteSemantics::mongodb || lock.expires_at > now;
 }
 
 std::int64_t MemoryStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {

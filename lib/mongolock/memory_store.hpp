@@ -117,6 +117,9 @@ private:
   std::int64_t update(const LockSelector& which, const std::string& fields,
                       const std::function<void(LockRecord&)>& change);
   [[nodiscard]] std::string new_id();
+  // A renewal's server-time condition (store::renew_filter): with MongoDB's semantics, `lock` has not expired
+  // at the server's `now`; always true with FerretDB v1's (it lacks the condition).
+  [[nodiscard]] bool unexpired_on_server(const LockRecord& lock, ServerTime now) const;
   void run_between();
 
   WriteSemantics m_semantics;

@@ -88,6 +88,12 @@ latency() {
   expect_exit_code 0 "$CONTENDER_PID" b 30
   check_holders
   result "1 s latency per message (ttl 15s): overlap ${OVERLAP_MS}ms, exit a=0 b=0, $(renewals a) renewals"
+  # Red team 5, F2: the queue read after a renewal gets what is left before the next renewal (about 1 s
+  # here), less than the round trip (2 s): it is skipped rather than cut, so the run keeps its one connection
+  # (a cut read marked the client failed, and the next call paid a new connection's handshake).
+  assert_contains "$T/a.err" "queue of waiters not read"
+  assert_not_contains "$T/a.err" "could not read the queue of waiters"
+  assert_not_contains "$T/a.err" "new connection (client"
 }
 
 # Every message delayed by 1.5 s in each direction (a round trip of 3 s) at the default TTL: the run keeps

@@ -202,6 +202,56 @@ bad_arguments() {
   assert_error_line "--process"
 }
 
+# Whether the test server is FerretDB (its buildInfo names its version), "yes" or "no".
+server_is_ferretdb() {
+  python3 - "$ITEST_DIR" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import mongo
+print("yes" if "ferretdbVersion" in mongo.command({"buildInfo": 1, "$db": "admin"}) else "no")
+PY
+}
+
+# Red team 4, F4: every renewal carries the server-time condition {$expr: {$gt: ["$expires_at", "$$NOW"]}}
+# (a late copy of an abandoned renewal never revives an expired lock). FerretDB v1 refuses it (238): the
+# renewal is sent once more without it, and every later renewal of the process goes without it, said once
+# with -v; the refusal is never taken for "not held". MongoDB 4.2+ accepts it: no refusal, no fallback.
+# $1: the command's -v stderr; $2: how many renewals it sent.
+assert_server_time_fallback() {
+  local refused fallbacks
+  refused=$(grep -c "command findAndModify failed.*not implemented" "$1" || true)
+  fallbacks=$(grep -c "refuses a renewal's server-time condition" "$1" || true)
+  if [[ $(server_is_ferretdb) == yes ]]; then
+    assert_eq "$refused" 1 "refused findAndModify commands (one per process, not per renewal: $2 renewals)"
+    assert_eq "$fallbacks" 1 "the -v line saying that renewals go without the server-time condition"
+  else
+    assert_eq "$refused" 0 "refused findAndModify commands (a server that evaluates \$\$NOW)"
+    assert_eq "$fallbacks" 0 "fallback lines"
+  fi
+}
+
+server_time_condition_run() {
+  local name renewals
+  name=$(lock_name)
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" -v run "$name" --ttl 3s -- sleep 4.5
+  assert_not_contains "$ERR" "lease lost"
+  assert_not_contains "$ERR" "renewal failed"
+  renewals=$(grep -c "lease on '$name' renewed until" "$ERR" || true)
+  ((renewals >= 3)) || fail_with "$renewals renewals in a 4.5 s job at --ttl 3s (every 1 s)" stderr "$ERR"
+  assert_server_time_fallback "$ERR" "$renewals"
+}
+
+server_time_condition_renew() {
+  local name token left
+  name=$(lock_name)
+  token=$(ml acquire "$name" --ttl 10s)
+  expect_exit 0 -- ml -v renew "$name" --token "$token" --ttl 1h
+  left=$(expires_in_ms "$name")
+  ((left > 3500000)) || fail_with "renew --ttl 1h left $left ms" stderr "$ERR"
+  assert_server_time_fallback "$ERR" 1
+  expect_exit 0 -- ml release "$name" --token "$token"
+}
+
 run_case "renew extends expires_at; --ttl is respected" extends_expiry
 run_case "renew without --ttl keeps the lock's own TTL (MONGOLOCK_TTL sets one)" default_ttl_is_the_locks_own
 run_case "renew --token" by_token
@@ -212,4 +262,7 @@ run_case "renew of a lock never taken: 65" never_taken_refused
 run_case "renew of a lock released within its minimum hold: 65" released_in_min_hold_refused
 run_case "renew of a semaphore slot by --token / --process" renews_a_slot
 run_case "renew: bad --ttl, --token, --process give 64" bad_arguments
+run_case "a run's renewals: FerretDB refuses the server-time condition once per process, the lease holds" \
+  server_time_condition_run
+run_case "renew --token: FerretDB's refusal of the server-time condition is not 'not held'" server_time_condition_renew
 finish

@@ -84,6 +84,7 @@ std::string json(const bson_t* doc) {
 
 struct Checker {
   mongoc_collection_t* coll;
+  sim::Server on;        // the server's clock ($$NOW) and whether it refuses $expr (FerretDB v1)
   std::vector<Doc> docs; // what the collection holds, in the evaluator
   int filters = 0;
   int updates = 0;
@@ -111,7 +112,9 @@ struct Checker {
     while (mongoc_cursor_next(cursor, &doc))
       out.insert(id_of(doc));
     bson_error_t error;
-    if (mongoc_cursor_error(cursor, &error)) {
+    if (mongoc_cursor_error(cursor, &error) && error.code == 238) {
+      out = {"<refused>"}; // FerretDB v1: $expr (bson_eval.hpp: Refused)
+    } else if (mongoc_cursor_error(cursor, &error)) {
       std::printf("FAIL: the server rejected the filter %s: %s\n", json(filter).c_str(), error.message);
       out.insert("<server error>");
     }
@@ -125,8 +128,10 @@ struct Checker {
     std::set<std::string> mine;
     try {
       for (const auto& d : docs) {
-        if (sim::matches(f, d.p)) mine.insert(id_of(d.p));
+        if (sim::matches(f, d.p, on)) mine.insert(id_of(d.p));
       }
+    } catch (const sim::Refused&) {
+      mine = {"<refused>"};
     } catch (const sim::Unsupported& e) {
       mine = {std::string("<") + e.what() + ">"};
     }
@@ -343,8 +348,11 @@ void check_locks(Checker& c) {
     mongolock::store::append_selector(f.p, which);
     c.filter("append_selector", f.p);
     Doc r;
-    mongolock::store::renew_filter(which, r.p);
+    mongolock::store::renew_filter(which, r.p, false);
     c.filter("renew_filter", r.p);
+    Doc t;
+    mongolock::store::renew_filter(which, t.p, true);
+    c.filter("renew_filter (server time)", t.p);
   }
   for (const auto& f : operator_filters())
     c.filter("operator", f.p);
@@ -366,6 +374,56 @@ void check_locks(Checker& c) {
   bson_append_document_end(unset.p, &fields);
   c.update("$unset", 5, unset.p);
   c.update("$unset", 6, unset.p);
+}
+
+// The server-time condition ($expr with $$NOW) on documents that expire around the server's own now (read just
+// before; the documents are a minute or more from it), and of every kind an expiry can have: MongoStore's filter,
+// and each comparison operator both ways round. On FerretDB v1 the server refuses each filter on the first
+// document that reaches its $expr, and so must the evaluator (Server::refuses_expr).
+void check_server_time(Checker& c, std::int64_t now_ms) {
+  std::vector<Doc> docs;
+  int n = 200;
+  for (const long offset : {-3'600'000L, -60'000L, 60'000L, 3'600'000L}) {
+    for (const char* token : {"t1", "t2"}) {
+      docs.emplace_back();
+      const auto id = fmt_id(++n);
+      BSON_APPEND_UTF8(docs.back().p, "_id", id.c_str());
+      BSON_APPEND_UTF8(docs.back().p, "program", "a");
+      BSON_APPEND_UTF8(docs.back().p, "token", token);
+      BSON_APPEND_DATE_TIME(docs.back().p, "expires_at", now_ms + offset);
+    }
+  }
+  for (int kind = 0; kind < 4; ++kind) { // an expiry that is no date: missing, a number, a string, null
+    docs.emplace_back();
+    const auto id = fmt_id(++n);
+    BSON_APPEND_UTF8(docs.back().p, "_id", id.c_str());
+    BSON_APPEND_UTF8(docs.back().p, "program", "b");
+    if (kind == 1) BSON_APPEND_INT64(docs.back().p, "expires_at", now_ms + 60'000);
+    if (kind == 2) BSON_APPEND_UTF8(docs.back().p, "expires_at", "later");
+    if (kind == 3) BSON_APPEND_NULL(docs.back().p, "expires_at");
+  }
+  c.reset(docs);
+  for (const char* program : {"a", "b", "zz"}) {
+    for (const char* token : {"t1", "t3"}) {
+      Doc f;
+      mongolock::store::renew_filter({.program = program, .token = token}, f.p, true);
+      c.filter("renew_filter (server time, around now)", f.p);
+    }
+  }
+  for (const char* op : {"$gt", "$gte", "$lt", "$lte"}) {
+    for (const bool swapped : {false, true}) {
+      Doc f;
+      bson_t expr;
+      bson_t args;
+      BSON_APPEND_DOCUMENT_BEGIN(f.p, "$expr", &expr);
+      bson_append_array_begin(&expr, op, -1, &args);
+      BSON_APPEND_UTF8(&args, "0", swapped ? "$$NOW" : "$expires_at");
+      BSON_APPEND_UTF8(&args, "1", swapped ? "$expires_at" : "$$NOW");
+      bson_append_array_end(&expr, &args);
+      bson_append_document_end(f.p, &expr);
+      c.filter("operator ($expr)", f.p);
+    }
+  }
 }
 
 void check_tickets(Checker& c) {
@@ -419,8 +477,31 @@ int main(int argc, char** argv) {
   if (uri == nullptr) Checker::die("the URI", error);
   mongoc_client_t* client = mongoc_client_new_from_uri(uri);
   mongoc_collection_t* coll = mongoc_client_get_collection(client, argv[2], argv[3]);
-  Checker c{coll, {}};
+  // The server's kind (FerretDB's buildInfo names its version) and clock (hello's localTime).
+  const auto command = [&](const char* name) {
+    bson_t cmd;
+    bson_t reply;
+    bson_init(&cmd);
+    BSON_APPEND_INT32(&cmd, name, 1);
+    bson_error_t err;
+    if (!mongoc_client_command_simple(client, "admin", &cmd, nullptr, &reply, &err)) Checker::die(name, err);
+    bson_destroy(&cmd);
+    Doc out(&reply);
+    bson_destroy(&reply);
+    return out;
+  };
+  bson_iter_t it;
+  const auto info = command("buildInfo");
+  const bool ferretdb = bson_iter_init_find(&it, info.p, "ferretdbVersion");
+  const auto hello = command("hello");
+  if (!bson_iter_init_find(&it, hello.p, "localTime") || !BSON_ITER_HOLDS_DATE_TIME(&it)) {
+    std::fprintf(stderr, "mongolock-bson-check: error: hello has no localTime\n");
+    return 2;
+  }
+  const auto now_ms = bson_iter_date_time(&it);
+  Checker c{coll, sim::Server{now_ms, ferretdb}, {}};
   check_locks(c);
+  check_server_time(c, now_ms);
   check_tickets(c);
   std::printf("mongolock-bson-check: %d filters and %d updates compared, %d differ\n", c.filters, c.updates,
               c.failures);

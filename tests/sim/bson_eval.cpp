@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace sim {
 
@@ -153,7 +154,7 @@ bool matches_field(const char* key, const bson_iter_t& value, const bson_t* doc)
 }
 
 // $or / $and: an array of filters.
-bool matches_logical(std::string_view op, const bson_iter_t& value, const bson_t* doc) {
+bool matches_logical(std::string_view op, const bson_iter_t& value, const bson_t* doc, const Server& server) {
   if (!BSON_ITER_HOLDS_ARRAY(&value)) throw Unsupported(std::string(op) + " without an array");
   bson_iter_t each;
   if (!bson_iter_recurse(&value, &each)) throw Unsupported("an unreadable " + std::string(op));
@@ -167,7 +168,7 @@ bool matches_logical(std::string_view op, const bson_iter_t& value, const bson_t
     bson_iter_document(&each, &len, &data);
     bson_t sub;
     if (!bson_init_static(&sub, data, len)) throw Unsupported("an unreadable " + std::string(op) + " clause");
-    const bool m = matches(&sub, doc);
+    const bool m = matches(&sub, doc, server);
     if (op == "$or" && m) any = true;
     if (op == "$and" && !m) return false;
   }
@@ -175,15 +176,78 @@ bool matches_logical(std::string_view op, const bson_iter_t& value, const bson_t
   return op == "$or" ? any : true;
 }
 
+// One operand of a $expr comparison: a top-level field's value (nullopt: missing), $$NOW, or a date.
+struct Operand {
+  std::optional<Kind> kind; // nullopt: a missing field
+  std::int64_t date_ms = 0; // Kind::date
+  std::optional<bson_iter_t> value;
+};
+
+Operand operand(const bson_iter_t& it, const bson_t* doc, const Server& server) {
+  if (BSON_ITER_HOLDS_DATE_TIME(&it)) return {Kind::date, bson_iter_date_time(&it), it};
+  if (!BSON_ITER_HOLDS_UTF8(&it))
+    throw Unsupported(std::string("a $expr operand of another kind than a field, $$NOW or a date"));
+  const std::string text = bson_iter_utf8(&it, nullptr);
+  if (text == "$$NOW") {
+    if (!server.now_ms) throw Unsupported("$$NOW without the server's clock");
+    return {Kind::date, *server.now_ms, std::nullopt};
+  }
+  if (text.size() < 2 || text[0] != '$' || text[1] == '$' || text.find('.') != std::string::npos)
+    throw Unsupported("the $expr operand '" + text + "'");
+  const auto have = field(doc, text.c_str() + 1);
+  if (!have) return {std::nullopt, 0, std::nullopt};
+  const Kind kind = kind_of(*have);
+  return {kind, kind == Kind::date ? bson_iter_date_time(&*have) : 0, have};
+}
+
+// Orders two operands as MongoDB's aggregation does: by type class first (a missing field lowest), then by value.
+int compare_operands(const Operand& a, const Operand& b) {
+  if (!a.kind || !b.kind) {
+    if (!a.kind && !b.kind) return 0;
+    if ((a.kind && *a.kind == Kind::null) || (b.kind && *b.kind == Kind::null))
+      throw Unsupported("a $expr comparison of a missing field with null");
+    return a.kind ? 1 : -1;
+  }
+  if (*a.kind != *b.kind) return order(static_cast<int>(*a.kind), static_cast<int>(*b.kind));
+  if (*a.kind == Kind::date) return order(a.date_ms, b.date_ms);
+  if (!a.value || !b.value) throw Unsupported("a $expr comparison");
+  return compare(*a.kind, *a.value, *b.value);
+}
+
+// {$expr: {$gt|$gte|$lt|$lte: [a, b]}}.
+bool matches_expr(const bson_iter_t& value, const bson_t* doc, const Server& server) {
+  if (server.refuses_expr) throw Refused();
+  bson_iter_t op;
+  if (!BSON_ITER_HOLDS_DOCUMENT(&value) || !bson_iter_recurse(&value, &op) || !bson_iter_next(&op))
+    throw Unsupported("a $expr that is not {$op: [a, b]}");
+  const std::string name = bson_iter_key(&op);
+  if (name != "$gt" && name != "$gte" && name != "$lt" && name != "$lte")
+    throw Unsupported("the $expr operator " + name);
+  bson_iter_t args;
+  if (!BSON_ITER_HOLDS_ARRAY(&op) || !bson_iter_recurse(&op, &args)) throw Unsupported(name + " without an array");
+  std::vector<Operand> operands;
+  while (bson_iter_next(&args))
+    operands.push_back(operand(args, doc, server));
+  bson_iter_t rest = op;
+  if (operands.size() != 2 || bson_iter_next(&rest)) throw Unsupported("a $expr that is not {$op: [a, b]}");
+  const int c = compare_operands(operands[0], operands[1]);
+  if (name == "$gt") return c > 0;
+  if (name == "$gte") return c >= 0;
+  if (name == "$lt") return c < 0;
+  return c <= 0; // $lte
+}
+
 } // namespace
 
-bool matches(const bson_t* filter, const bson_t* doc) {
+bool matches(const bson_t* filter, const bson_t* doc, const Server& server) {
   bson_iter_t it;
   if (!bson_iter_init(&it, filter)) throw Unsupported("an unreadable filter");
   while (bson_iter_next(&it)) {
     const char* key = bson_iter_key(&it);
     if (std::strcmp(key, "$or") == 0 || std::strcmp(key, "$and") == 0) {
-      if (!matches_logical(key, it, doc)) return false;
+      if (!matches_logical(key, it, doc, server)) return false;
+    } else if (std::strcmp(key, "$expr") == 0) {
+      if (!matches_expr(it, doc, server)) return false;
     } else if (key[0] == '$') {
       throw Unsupported(std::string("the top-level operator ") + key);
     } else if (!matches_field(key, it, doc)) {

@@ -35,10 +35,10 @@ template <typename Build> SharedDoc make_doc(Build&& build) {
   return doc;
 }
 
-template <typename Record> bool record_matches(const SharedDoc& filter, const Record& record) {
+template <typename Record> bool record_matches(const SharedDoc& filter, const Record& record, const Server& server) {
   const Doc doc;
   mongolock::store::to_bson(record, doc.get());
-  return matches(filter->get(), doc.get());
+  return matches(filter->get(), doc.get(), server);
 }
 
 // `lock` as MongoStore stores it and reads it back (its insert and its reads).
@@ -98,8 +98,9 @@ template <typename Record> using Contract = std::function<bool(const Record&)>;
 template <typename Record> using Change = std::function<void(Record&)>;
 
 template <typename Record>
-bool checked_match(const char* call, const SharedDoc& filter, const Record& record, const Contract<Record>& contract) {
-  const bool selected = record_matches(filter, record);
+bool checked_match(const char* call, const SharedDoc& filter, const Record& record, const Contract<Record>& contract,
+                   const Server& server = {}) {
+  const bool selected = record_matches(filter, record, server);
   if (selected != contract(record)) {
     throw Violation(fmt::format("MongoStore's filter of {} {} {} the document {}, against LockStore's contract "
                                 "(lock_store.hpp)",
@@ -124,15 +125,16 @@ void check_written(const char* call, const SharedDoc& update, const Record& writ
 // The server's update of a lock document by MongoStore's filter and update, checked against the contract.
 std::int64_t update_lock(mongolock::MemoryStore& server, const char* call, const SharedDoc& filter,
                          const SharedDoc& update, const Contract<LockRecord>& contract,
-                         const Change<LockRecord>& change) {
-  return server.update_where([&](const LockRecord& lock) { return checked_match(call, filter, lock, contract); },
-                             set_fields(update),
-                             [&](LockRecord& lock) {
-                               auto expected = lock;
-                               change(expected);
-                               apply_to_lock(update, lock);
-                               check_written(call, update, lock, expected);
-                             });
+                         const Change<LockRecord>& change, const Server& evaluated_on = {}) {
+  return server.update_where(
+      [&](const LockRecord& lock) { return checked_match(call, filter, lock, contract, evaluated_on); },
+      set_fields(update),
+      [&](LockRecord& lock) {
+        auto expected = lock;
+        change(expected);
+        apply_to_lock(update, lock);
+        check_written(call, update, lock, expected);
+      });
 }
 
 Contract<LockRecord> selects(const LockSelector& which) {
@@ -354,6 +356,9 @@ std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) 
       Write::update);
 }
 
+// A renewal as MongoStore sends it: with the server-time condition while this client's store has it
+// (store::ServerTimeCondition; never under Plant::no_server_time); the simulated FerretDB v1 refuses it on the
+// document it reaches, and the renewal is sent once more without it, as MongoStore does.
 std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                              bool mark_waiters) {
   auto selector = sent(which);
@@ -366,31 +371,71 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
     selector.token = *selector.token + "-stale";
   }
   const auto sent_at = m_client.local_now();
-  const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(selector, out); });
-  const auto update =
-      make_doc([&](bson_t* out) { mongolock::store::renew_update(expires_at, renewed_at, ttl, mark_waiters, out); });
-  const auto matched = call<std::int64_t>(
-      "findAndModify (renew)",
-      [this, selector, filter, update, expires_at, renewed_at, ttl, mark_waiters] {
-        auto live = selector; // LockStore::renew: never a released document
-        live.not_released = true;
-        const auto n = update_lock(m_world.server(), "renew", filter, update, selects(live), [&](LockRecord& lock) {
-          lock.expires_at = expires_at;
-          lock.renewed_at = renewed_at;
-          lock.ttl = ttl;
-          lock.waiters = lock.waiters || mark_waiters;
-        });
-        m_world.note(fmt::format("  server: renewal of {} by c{}: matched {}", selector.program, m_client.id(), n));
-        return n;
-      },
-      Write::update);
+  const Renewal renewal{selector, expires_at, renewed_at, ttl, mark_waiters};
+  const auto round_trip = std::max(m_clock.round_trip(), Millis(10)); // as MongoStore: time for a resend
+  const bool time_for_resend = !m_call_deadline || *m_call_deadline - m_client.local_now() >= 2 * round_trip;
+  const bool with_condition = m_server_time.sent(time_for_resend);
+  auto matched = send_renewal(renewal, with_condition);
+  if (matched && with_condition) m_server_time.accepted();
+  if (!matched) {
+    bson_error_t refusal{};
+    bson_set_error(&refusal, MONGOC_ERROR_SERVER, 238, "The operator $gt is not implemented yet");
+    if (m_server_time.resend_without(refusal)) {
+      matched = send_renewal(renewal, false);
+      if (matched) (void)m_server_time.lacking();
+    }
+    if (!matched) throw unavailable("findAndModify (renew): refused (238 NotImplemented)");
+  }
   const auto deadline = which.id ? m_client.lease_deadline_of(*which.id) : std::nullopt;
-  if (matched > 0 && deadline && m_client.local_now() >= *deadline) {
+  if (*matched > 0 && deadline && m_client.local_now() >= *deadline) {
     m_world.count("late replies");
     // The planted bug: the heartbeat's reading of the reply's arrival is the send time (it counts the late reply).
     if (m_world.config().plant == Plant::late_reply) m_world.lie_once(sent_at);
   }
-  return matched;
+  return *matched;
+}
+
+// One findAndModify of a renewal; nullopt when the server refused its server-time condition. The planted bug
+// no_server_time leaves the condition out of the filter when the store sends it (the contract still has it).
+std::optional<std::int64_t> SimStore::send_renewal(const Renewal& r, bool server_time) {
+  const bool in_filter = server_time && m_world.config().plant != Plant::no_server_time;
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(r.selector, out, in_filter); });
+  const auto update = make_doc(
+      [&](bson_t* out) { mongolock::store::renew_update(r.expires_at, r.renewed_at, r.ttl, r.mark_waiters, out); });
+  return call<std::optional<std::int64_t>>(
+      "findAndModify (renew)",
+      [this, r, filter, update, server_time]() -> std::optional<std::int64_t> {
+        auto live = r.selector; // LockStore::renew: never a released document
+        live.not_released = true;
+        // ...nor, on MongoDB, one expired on the server's clock when the condition is sent: the contract the
+        // filter is checked against.
+        const bool mongodb = server_time && m_world.config().semantics == mongolock::WriteSemantics::mongodb;
+        const auto now = m_world.server_now();
+        const auto contract = [live, mongodb, now](const LockRecord& lock) {
+          return mongolock::selects(live, lock) && (!mongodb || lock.expires_at > now);
+        };
+        const Server server{mongolock::store::to_bson_date(now),
+                            m_world.config().semantics == mongolock::WriteSemantics::ferretdb_v1};
+        try {
+          const auto n = update_lock(
+              m_world.server(), "renew", filter, update, contract,
+              [&](LockRecord& lock) {
+                lock.expires_at = r.expires_at;
+                lock.renewed_at = r.renewed_at;
+                lock.ttl = r.ttl;
+                lock.waiters = lock.waiters || r.mark_waiters;
+              },
+              server);
+          m_world.note(fmt::format("  server: renewal of {} by c{}: matched {}", r.selector.program, m_client.id(), n));
+          return n;
+        } catch (const Refused&) {
+          m_world.count("renewals refused for their server-time condition (FerretDB v1)");
+          m_world.note(
+              fmt::format("  server: renewal of {} by c{}: refused ($expr)", r.selector.program, m_client.id()));
+          return std::nullopt;
+        }
+      },
+      Write::update);
 }
 
 std::int64_t SimStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {

@@ -9,6 +9,7 @@
 #include "world.hpp"
 
 #include <mongolock/run_store.hpp>
+#include <mongolock/store/commands.hpp>
 
 namespace sim {
 
@@ -65,6 +66,16 @@ private:
   [[nodiscard]] Arrival draw_arrival(Write kind, LocalTime start, LocalTime limit);
   // The selector as sent: without _id and token under Plant::name_selector.
   [[nodiscard]] mongolock::LockSelector sent(const mongolock::LockSelector& which) const;
+  // A renewal's arguments (LockStore::renew), the selector as sent.
+  struct Renewal {
+    mongolock::LockSelector selector;
+    ServerTime expires_at;
+    ServerTime renewed_at;
+    Millis ttl;
+    bool mark_waiters;
+  };
+  // One findAndModify of a renewal, with or without the server-time condition; nullopt: the server refused it.
+  [[nodiscard]] std::optional<std::int64_t> send_renewal(const Renewal& renewal, bool server_time);
   void wait_until(LocalTime t);
   void redraw_clock();
 
@@ -74,6 +85,7 @@ private:
   std::optional<LocalTime> m_call_deadline; // CallLimits::total from the last reconnect() (the client's clock)
   std::optional<Millis> m_server_bound;     // CallLimits::server: the server aborts a write past it
   std::uint64_t m_next_id = 0;
+  mongolock::store::ServerTimeCondition m_server_time; // as MongoStore's: renewals carry $expr until refused
 };
 
 } // namespace sim

@@ -75,14 +75,14 @@ Plant parse_plant(const std::string& text) {
         Plant::late_spawn,    Plant::no_hold,       Plant::skip_queue,     Plant::no_poll,     Plant::partial,
         Plant::first_only,    Plant::renew_by_name, Plant::jump_queue,     Plant::long_expiry, Plant::no_extend,
         Plant::hidden_proof,  Plant::no_margin,     Plant::ignore_replace, Plant::late_record, Plant::stale_renewal,
-        Plant::ticket_filter, Plant::drift_margin}) {
+        Plant::ticket_filter, Plant::drift_margin,  Plant::no_server_time}) {
     if (text == plant_name(p)) return p;
   }
   throw std::invalid_argument(
       "unknown bug '" + text +
       "' (name-selector, no-grace, late-reply, rollback, late-spawn, no-hold, skip-queue, "
       "no-poll, partial, first-only, renew-by-name, jump-queue, long-expiry, no-extend, hidden-proof, "
-      "no-margin, ignore-replace, late-record, stale-renewal, ticket-filter, drift-margin)");
+      "no-margin, ignore-replace, late-record, stale-renewal, ticket-filter, drift-margin, no-server-time)");
 }
 
 const char* plant_name(Plant plant) {
@@ -131,6 +131,8 @@ const char* plant_name(Plant plant) {
     return "ticket-filter";
   case Plant::drift_margin:
     return "drift-margin";
+  case Plant::no_server_time:
+    return "no-server-time";
   }
   return "?";
 }

@@ -50,6 +50,8 @@ enum class Plant {
   ticket_filter,  // a queue ticket's renewal selects `expires_at > new expiry` (not > now): it never matches
   drift_margin,   // no safety margin (as no_margin) and no slow deaths: only a holder's slow clock, drifting within
                   // --grace, lets its job outlive its lease
+  no_server_time, // renewals are sent without the server-time condition ($expr with $$NOW) on MongoDB too: a
+                  // late copy of an abandoned renewal extends a lock that expired on the server (red team 4, F4)
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);

@@ -1,13 +1,19 @@
 // HeartbeatSteps (heartbeat.hpp) on the in-memory store: what a step sends once the heartbeat was given up,
-// a reply at the very instant of the renew deadline, and the bound of the queue read after a renewal.
+// a reply at the very instant of the renew deadline, the bound of the queue read after a renewal, and what a
+// renewal that fails while the run is ending says.
 #include <doctest/doctest.h>
 
+#include <mongolock/error.hpp>
 #include <mongolock/heartbeat.hpp>
 #include <mongolock/lease.hpp>
 #include <mongolock/locker.hpp>
 #include <mongolock/memory_store.hpp>
 
+#include <cstdio>
+#include <string>
 #include <thread>
+
+#include <unistd.h>
 
 using namespace mongolock;
 using namespace std::chrono_literals;
@@ -33,7 +39,80 @@ struct Held {
   LeaseTiming timing;
 };
 
+// Everything written to stderr (fd 2) while it lives: text().
+class StderrCapture {
+public:
+  StderrCapture() : m_file(std::tmpfile()) {
+    REQUIRE(m_file != nullptr);
+    std::fflush(stderr);
+    m_saved = dup(2);
+    REQUIRE(dup2(fileno(m_file), 2) == 2);
+  }
+  ~StderrCapture() {
+    restore();
+    std::fclose(m_file);
+  }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+  std::string text() {
+    restore();
+    std::string out;
+    std::rewind(m_file);
+    for (int c = std::fgetc(m_file); c != EOF; c = std::fgetc(m_file))
+      out.push_back(static_cast<char>(c));
+    return out;
+  }
+
+private:
+  void restore() {
+    if (m_saved < 0) return;
+    std::fflush(stderr);
+    dup2(m_saved, 2);
+    close(m_saved);
+    m_saved = -1;
+  }
+  std::FILE* m_file;
+  int m_saved = -1;
+};
+
 } // namespace
+
+// Red team 5, F3: a renewal that failed after the run began to end (the job ended: give_up()) well before the
+// renew deadline was logged as "failed past the renew deadline".
+TEST_CASE("A renewal that fails while the run is ending says so, not 'past the renew deadline'") {
+  MemoryStore store(WriteSemantics::ferretdb_v1); // its `between` hook runs inside the renewal
+  Held held(store, 30s);
+  auto& [quiet, locker, locks, timing] = held;
+  const Log verbose{Verbosity::verbose};
+  HeartbeatSteps steps(locker, locks, timing, verbose, {});
+  std::string log;
+  {
+    StderrCapture capture;
+    // The job ends while the renewal is on its way, and the renewal then fails (abandoned at its bound).
+    store.between = [&] {
+      steps.give_up();
+      throw Error(k_exit_unavailable, "renewal of lock 'job' timed out");
+    };
+    // At the first renewal's wake-up (a clock held there), long before the renew deadline.
+    struct Later final : TimeSource {
+      LocalTime t;
+      LocalTime now() noexcept override { return t; }
+    } later;
+    later.t = steps.next_wakeup();
+    struct Restore {
+      TimeSource* previous;
+      ~Restore() { set_time_source(previous); }
+    } restore{set_time_source(&later)};
+    REQUIRE(later.t < steps.deadline());
+    CHECK_FALSE(steps.step());
+    log = capture.text();
+  }
+  CAPTURE(log);
+  CHECK(log.find("lease renewal of 'job' failed while the run was ending: renewal of lock 'job' timed out") !=
+        std::string::npos);
+  CHECK(log.find("past the renew deadline") == std::string::npos);
+  CHECK(log.find("retrying") == std::string::npos);
+}
 
 TEST_CASE("After give_up() a step sends no renewal and ends the heartbeat (Supervisor's lease lost, job ended)") {
   MemoryStore store;

@@ -60,9 +60,10 @@ TEST_CASE("An expired lock is taken over only after the takeover grace, and only
   REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 1s, doc.renewed_at, 30s) ==
           1);
   CHECK_FALSE(locker.try_acquire(request("job", "b:2")));
-  // Expired 3 s ago: taken over.
-  REQUIRE(store.renew(LockSelector{.program = "job", .id = doc.id}, store.clock().now() - 3s, doc.renewed_at, 30s) ==
-          1);
+  // Expired 3 s ago: taken over. (Set directly: a renewal no longer extends a lock that has expired on the
+  // server's clock, its server-time condition.)
+  REQUIRE(store.update_where([&](const LockRecord& lock) { return lock.id == doc.id; }, "expires_at",
+                             [&](LockRecord& lock) { lock.expires_at = store.clock().now() - 3s; }) == 1);
   const auto taken = locker.try_acquire(request("job", "b:2"));
   REQUIRE(taken);
   CHECK(taken->process == "b:2");
@@ -71,6 +72,26 @@ TEST_CASE("An expired lock is taken over only after the takeover grace, and only
   CHECK(locker.release(LockSelector{.program = "job", .id = held->id, .token = held->token}).kind ==
         ReleaseOutcome::not_holder);
   CHECK(store.documents().at("job").process == "b:2");
+}
+
+TEST_CASE("A renewal never extends a lock that expired on the server's clock (MongoDB); FerretDB v1 lacks that") {
+  // Red team 4, F4: a late copy of an abandoned renewal, whose own filter names an expiry after its send time.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker locker(store, quiet);
+    const auto held = locker.try_acquire(request("job", "a:1"));
+    REQUIRE(held);
+    const auto sent = store.clock().now() - 2s; // the copy's send stamp, when the lock was live
+    REQUIRE(store.update_where([&](const LockRecord& lock) { return lock.id == held->id; }, "expires_at",
+                               [&](LockRecord& lock) { lock.expires_at = store.clock().now() - 1s; }) == 1);
+    const LockSelector copy{.program = "job",
+                            .id = held->id,
+                            .token = held->token,
+                            .expires_after = sent,
+                            .renewed_before = store.clock().now() + 1s,
+                            .not_released = true};
+    CHECK(store.renew(copy, sent + 30s, sent, 30s) == (semantics == WriteSemantics::mongodb ? 0 : 1));
+  }
 }
 
 TEST_CASE("FerretDB v1: a second client's update between a renewal's read and write undoes the renewal") {

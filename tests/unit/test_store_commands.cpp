@@ -32,12 +32,13 @@ std::string json(const bson_t* doc) {
   return out;
 }
 
-template <typename Build, typename Record> bool filter_selects(Build&& build, const Record& record) {
+template <typename Build, typename Record>
+bool filter_selects(Build&& build, const Record& record, const sim::Server& server = {}) {
   const Doc filter;
   const Doc doc;
   build(filter.get());
   store::to_bson(record, doc.get());
-  return sim::matches(filter.get(), doc.get());
+  return sim::matches(filter.get(), doc.get(), server);
 }
 
 // Lock documents at, before and after T in every field a filter compares, released or not, two tokens.
@@ -102,9 +103,104 @@ TEST_CASE("append_selector and renew_filter select what LockSelector promises, a
       CHECK(filter_selects([&](bson_t* f) { store::append_selector(f, which); }, lock) == selects(which, lock));
       auto live = which;
       live.not_released = true; // LockStore::renew: never a released document
-      CHECK(filter_selects([&](bson_t* f) { store::renew_filter(which, f); }, lock) == selects(live, lock));
+      CHECK(filter_selects([&](bson_t* f) { store::renew_filter(which, f, false); }, lock) == selects(live, lock));
+      // With the server-time condition: also unexpired on the server's clock ($$NOW) when it reads the document.
+      for (const auto now : {T - Millis(1), T, T + Millis(1)}) {
+        const sim::Server server{store::to_bson_date(now)};
+        CHECK(filter_selects([&](bson_t* f) { store::renew_filter(which, f, true); }, lock, server) ==
+              (selects(live, lock) && lock.expires_at > now));
+      }
+      // FerretDB v1 refuses it on a document that matched the rest of the filter, and only there.
+      bool refused = false;
+      try {
+        (void)filter_selects([&](bson_t* f) { store::renew_filter(which, f, true); }, lock,
+                             sim::Server{std::nullopt, true});
+      } catch (const sim::Refused&) {
+        refused = true;
+      }
+      CHECK(refused == selects(live, lock));
     }
   }
+}
+
+TEST_CASE("renew_filter ends with the server-time condition {$expr: {$gt: ['$expires_at', '$$NOW']}}") {
+  const Doc with;
+  const Doc without;
+  const LockSelector which{.program = "job", .id = std::string(24, 'a'), .token = "t", .expires_after = T};
+  store::renew_filter(which, with.get(), true);
+  store::renew_filter(which, without.get(), false);
+  // The same filter, then the condition as its last field.
+  bson_iter_t it;
+  REQUIRE(bson_iter_init(&it, with.get()));
+  const Doc head;
+  std::string last;
+  while (bson_iter_next(&it)) {
+    last = bson_iter_key(&it);
+    if (last != "$expr") bson_append_iter(head.get(), bson_iter_key(&it), -1, &it);
+  }
+  CHECK(last == "$expr");
+  CHECK_MESSAGE(bson_equal(head.get(), without.get()), json(with.get()));
+  bson_iter_t expr;
+  REQUIRE(bson_iter_init_find(&expr, with.get(), "$expr"));
+  std::uint32_t len = 0;
+  const std::uint8_t* data = nullptr;
+  bson_iter_document(&expr, &len, &data);
+  bson_t condition;
+  REQUIRE(bson_init_static(&condition, data, len));
+  CHECK(json(&condition) == R"({ "$gt" : [ "$expires_at", "$$NOW" ] })");
+  CHECK(json(without.get()).find("$expr") == std::string::npos);
+}
+
+namespace {
+
+bson_error_t server_error(std::uint32_t code, const char* message, std::uint32_t domain = MONGOC_ERROR_SERVER) {
+  bson_error_t error{};
+  bson_set_error(&error, domain, code, "%s", message);
+  return error;
+}
+
+} // namespace
+
+TEST_CASE("refuses_server_time: the refusals of FerretDB v1 and older MongoDB, nothing else") {
+  CHECK(store::refuses_server_time(
+      server_error(238, "Invalid $match :: caused by :: The operator $gt is not implemented yet")));
+  CHECK(store::refuses_server_time(server_error(238, "Aggregation expression variables are not implemented yet")));
+  CHECK(store::refuses_server_time(server_error(238, "x", MONGOC_ERROR_QUERY))); // error API version 1
+  CHECK(store::refuses_server_time(server_error(17276, "Use of undefined variable: NOW")));
+  CHECK(store::refuses_server_time(server_error(2, "unknown top level operator: $expr")));
+  CHECK_FALSE(store::refuses_server_time(server_error(2, "unknown operator: $foo")));
+  CHECK_FALSE(store::refuses_server_time(server_error(10107, "not primary")));
+  CHECK_FALSE(store::refuses_server_time(server_error(50, "operation exceeded time limit")));
+  // The same code from the connection or the driver is not the server's answer.
+  CHECK_FALSE(store::refuses_server_time(server_error(238, "x", MONGOC_ERROR_STREAM)));
+  CHECK_FALSE(store::refuses_server_time(server_error(238, "x", MONGOC_ERROR_WRITE_CONCERN)));
+}
+
+TEST_CASE("ServerTimeCondition: dropped for the process once a refused renewal is accepted without it") {
+  store::ServerTimeCondition condition;
+  const auto refusal = server_error(238, "The operator $gt is not implemented yet");
+  const auto other = server_error(10107, "not primary");
+  CHECK(condition.sent(true));
+  // Not known yet, and no time in the call for a resend after a refusal: this renewal goes without it.
+  CHECK_FALSE(condition.sent(false));
+  CHECK_FALSE(condition.resend_without(other)); // another error stands as it is
+  CHECK(condition.resend_without(refusal));
+  // The resend was refused too (a server that has the condition, refusing for another reason): the error
+  // stands and the condition stays: the next renewal sends it again, at most one resend each.
+  CHECK(condition.sent(true));
+  CHECK(condition.resend_without(refusal));
+  // The resend was accepted: never again with the condition, said once.
+  CHECK(condition.lacking());
+  CHECK_FALSE(condition.sent(true));
+  CHECK_FALSE(condition.resend_without(refusal));
+  CHECK_FALSE(condition.lacking());
+}
+
+TEST_CASE("ServerTimeCondition: once a renewal with it was answered, every renewal carries it") {
+  store::ServerTimeCondition condition;
+  condition.accepted();
+  CHECK(condition.sent(false));
+  CHECK(condition.sent(true));
 }
 
 TEST_CASE("A lock document reads back as written, every stored field") {

@@ -28,8 +28,52 @@ void to_bson(const LockRecord& lock, bson_t* doc);
 // The filter for a LockSelector: `program`, narrowed by every field that is set (_id, token, process, the
 // expiry/hold/renewal comparisons, `released_at` absent). Used by delete, release, fence update, takeover.
 void append_selector(bson_t* doc, const LockSelector& which);
-// A renewal's findAndModify query: `which`, and never a released document (LockStore::renew).
-void renew_filter(const LockSelector& which, bson_t* out);
+// A renewal's findAndModify query: `which`, and never a released document (LockStore::renew); with
+// `server_time`, last, {$expr: {$gt: ["$expires_at", "$$NOW"]}}: unexpired on the server's own clock when
+// the server reads the document (MongoDB 4.2+), so that a late copy of an abandoned renewal never revives an
+// expired lock (red team 4, F4). FerretDB v1 refuses it (refuses_server_time()) when a document matches the
+// rest of the filter; MongoStore then sends it without (ServerTimeCondition).
+void renew_filter(const LockSelector& which, bson_t* out, bool server_time);
+// Whether `error`, the answer to a renewal sent with the server-time condition, is the server's refusal of
+// that condition (nothing was read or written): an error answer (domain SERVER or QUERY) with code 238
+// NotImplemented (FerretDB v1.24: "The operator $gt is not implemented yet", "Aggregation expression variables
+// are not implemented yet"), 17276 (MongoDB 3.6-4.0: "Use of undefined variable: NOW") or 2 BadValue naming
+// $expr (MongoDB before 3.6: "unknown top level operator: $expr"). Codes from FerretDB's source
+// (internal/handler/common/aggregations/operators/expr.go) and MongoDB's error_codes.yml.
+[[nodiscard]] bool refuses_server_time(const bson_error_t& error);
+
+// Whether one store (one mongolock process) sends the server-time condition with its renewals: until a
+// renewal refused for it (refuses_server_time()) is accepted when sent once more without it; never again
+// after that (one refused findAndModify per process on FerretDB v1). A resend that fails too (refused again:
+// the same code for another reason, on a server that has the condition; or any other error) leaves the
+// condition on: that renewal's error stands, and the next renewal sends the condition again: at most one
+// resend per renewal, never a loop. Until a renewal with the condition has been answered (the server has
+// it), a renewal carries it only when its call has time left for that resend: on a slow link the refusal's
+// round trip would otherwise cost the first renewal its call bound (red team 5, F1's budget).
+class ServerTimeCondition {
+public:
+  // Whether the next renewal carries the condition; `time_for_resend`: its call has time for a second
+  // findAndModify (one round trip) after the first.
+  [[nodiscard]] bool sent(bool time_for_resend) const { return !m_lacking && (m_accepted || time_for_resend); }
+  // A renewal with the condition was answered: the server has it; every renewal carries it from now on.
+  void accepted() { m_accepted = true; }
+  // A renewal sent with the condition failed with `error`: true when it is to be sent once more without it.
+  [[nodiscard]] bool resend_without(const bson_error_t& error) const {
+    return !m_lacking && refuses_server_time(error);
+  }
+  // The resend without the condition succeeded: the server lacks it; renewals go without it from now on.
+  // Returns true the first time only (to say so once).
+  bool lacking() {
+    const bool first = !m_lacking;
+    m_lacking = true;
+    return first;
+  }
+
+private:
+  bool m_accepted = false;
+  bool m_lacking = false;
+};
+
 // A renewal's update: {$set: {expires_at, renewed_at, ttl_ms (ms)[, waiters: true with mark_waiters]}}.
 void renew_update(ServerTime expires_at, ServerTime renewed_at, Millis ttl, bool mark_waiters, bson_t* out);
 // A release into the minimum hold: {$set: {released_at, expires_at}}.

@@ -6,6 +6,7 @@
 #include <mongolock/log.hpp>
 #include <mongolock/mongo_store.hpp>
 #include <mongolock/store/bson.hpp>
+#include <mongolock/store/commands.hpp>
 #include <mongolock/uri.hpp>
 
 #include <fmt/format.h>
@@ -99,6 +100,10 @@ struct MongoStore::Impl {
   int clients_made = 0;              // clients made so far (each one connects anew), for -v
   bool clock_due = false;            // re-read the server's time at the next clock() (reconnect with limits)
   mutable bool failed = false;       // a call of the current client failed
+
+  // Whether renewals carry {$expr: {$gt: ["$expires_at", "$$NOW"]}} (red team 4, F4): until the server
+  // refuses it (FerretDB v1), for the rest of the process then.
+  store::ServerTimeCondition server_time;
 
   Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
   ~Impl() {
@@ -218,6 +223,11 @@ struct MongoStore::Impl {
   void connect() {
     if (!clock) refresh_clock();
   }
+
+  // A renewal's findAndModify of `which` with `update` (renew_filter(), with the server-time condition when
+  // `with_condition`), bounded on the server by the call's maxTimeMS; false with `error` set when it failed.
+  bool send_renewal(const LockSelector& which, const bson_t* update, bool with_condition, Reply& reply,
+                    bson_error_t& error);
 
   // updateOne({selector}, update) (store/commands.hpp builds the update); returns matchedCount.
   std::int64_t update(const LockSelector& which, const bson_t* update, std::string_view what);

@@ -169,12 +169,32 @@ void append_selector(bson_t* doc, const LockSelector& which) {
   }
 }
 
-void renew_filter(const LockSelector& which, bson_t* out) {
+void renew_filter(const LockSelector& which, bson_t* out, bool server_time) {
   // Never a released document (released_at set: its expiry is the end of the minimum hold), whoever built
   // the selector: a renewal that arrives after the release would move that expiry back.
   auto live = which;
   live.not_released = true;
   append_selector(out, live);
+  if (!server_time) return;
+  // Last: FerretDB v1 evaluates a filter's conditions in order and refuses $expr only on a document that
+  // matched the rest, so a renewal of a lock that is gone is answered "matched nothing", never refused.
+  bson_t expr;
+  bson_t operands;
+  BSON_APPEND_DOCUMENT_BEGIN(out, "$expr", &expr);
+  BSON_APPEND_ARRAY_BEGIN(&expr, "$gt", &operands);
+  BSON_APPEND_UTF8(&operands, "0", "$expires_at");
+  BSON_APPEND_UTF8(&operands, "1", "$$NOW");
+  bson_append_array_end(&expr, &operands);
+  bson_append_document_end(out, &expr);
+}
+
+bool refuses_server_time(const bson_error_t& error) {
+  if (error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) return false;
+  constexpr std::uint32_t not_implemented = 238;      // FerretDB v1
+  constexpr std::uint32_t undefined_variable = 17276; // MongoDB 3.6-4.0: no $$NOW
+  constexpr std::uint32_t bad_value = 2;              // MongoDB before 3.6: no $expr
+  return error.code == not_implemented || error.code == undefined_variable ||
+         (error.code == bad_value && std::string_view(error.message).find("$expr") != std::string_view::npos);
 }
 
 void renew_update(ServerTime expires_at, ServerTime renewed_at, Millis ttl, bool mark_waiters, bson_t* out) {
@@ -253,33 +273,60 @@ std::int64_t MongoStore::Impl::update(const LockSelector& which, const bson_t* u
   return reply.integer("matchedCount");
 }
 
+bool MongoStore::Impl::send_renewal(const LockSelector& which, const bson_t* update, bool with_condition, Reply& reply,
+                                    bson_error_t& error) {
+  // findAndModify rather than update: both MongoDB and FerretDB v1 honour its maxTimeMS (FerretDB ignores it
+  // on update), so a renewal the server could not finish in time is aborted rather than written late.
+  // Never a released document: renew_filter().
+  Bson selector;
+  renew_filter(which, selector.get(), with_condition);
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(collection.get()));
+  BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
+  BSON_APPEND_DOCUMENT(command.get(), "update", update);
+  if (call_deadline.server) {
+    BSON_APPEND_INT64(command.get(), "maxTimeMS", std::max<std::int64_t>(call_deadline.server->count(), 1));
+  }
+  return mongoc_collection_write_command_with_opts(collection.get(), command.get(), write_opts.get(), reply.get(),
+                                                   &error);
+}
+
 std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                                bool mark_waiters) {
   m_impl->connect();
   Bson update;
   renew_update(expires_at, renewed_at, ttl, mark_waiters, update.get());
   auto& impl = *m_impl;
-  // findAndModify rather than update: both MongoDB and FerretDB v1 honour its maxTimeMS (FerretDB ignores it
-  // on update), so a renewal the server could not finish in time is aborted rather than written late.
-  // Never a released document: renew_filter().
-  Bson selector;
-  renew_filter(which, selector.get());
-  Bson command;
-  BSON_APPEND_UTF8(command.get(), "findAndModify", mongoc_collection_get_name(impl.collection.get()));
-  BSON_APPEND_DOCUMENT(command.get(), "query", selector.get());
-  BSON_APPEND_DOCUMENT(command.get(), "update", update.get());
-  if (impl.call_deadline.server) {
-    BSON_APPEND_INT64(command.get(), "maxTimeMS", std::max<std::int64_t>(impl.call_deadline.server->count(), 1));
-  }
-  Reply reply;
+  Reply first;
+  Reply again;
   bson_error_t error;
-  if (!mongoc_collection_write_command_with_opts(impl.collection.get(), command.get(), impl.write_opts.get(),
-                                                 reply.get(), &error)) {
+  // Time for a resend: a round trip (the clock's last measure, at least 10 ms) left after this one.
+  const auto round_trip = std::max(impl.clock ? impl.clock->round_trip() : Millis(0), Millis(10));
+  const bool time_for_resend =
+      !impl.call_deadline.until || *impl.call_deadline.until - LeaseClock::now() >= 2 * round_trip;
+  const bool with_condition = impl.server_time.sent(time_for_resend);
+  Reply* reply = &first;
+  bool ok = impl.send_renewal(which, update.get(), with_condition, first, error);
+  if (ok && with_condition) impl.server_time.accepted();
+  if (!ok && with_condition && impl.server_time.resend_without(error)) {
+    // The server refused the server-time condition before it read anything: the same renewal without it,
+    // once; renewals go without it from now on only when this one is accepted (ServerTimeCondition).
+    const auto refusal = impl.driver_text(error);
+    reply = &again;
+    ok = impl.send_renewal(which, update.get(), false, again, error);
+    if (ok && impl.server_time.lacking()) {
+      impl.log.debugf("the server refuses a renewal's server-time condition ({}); renewals are sent without it from "
+                      "now on, so a late copy of an abandoned renewal can extend a lock that expired and was not "
+                      "taken over yet, by up to the TTL from its send (docs/compatibility.md)",
+                      refusal);
+    }
+  }
+  if (!ok) {
     impl.fail_write(fmt::format("renewal of lock '{}'", which.program), error,
                     fmt::format("its expiry with 'mongolock status {}'", which.program));
   }
   bson_iter_t it;
-  return bson_iter_init_find(&it, reply.get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it) ? 1 : 0;
+  return bson_iter_init_find(&it, reply->get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it) ? 1 : 0;
 }
 
 std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
