@@ -23,6 +23,10 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         (or an older run) could have stored; --times N first: N such documents
                         in one insert (KEY:date values then grow by 1 ms per document)
     mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
+    mongo.py events     number of wake-up events (collection <collection>_events in database <db>_events)
+    mongo.py insert-events N AGE_MS  insert N wake-up events {name: "old", t: now - AGE_MS + i}, i = 0..N-1,
+                        creating their capped collection as mongolock does when it is missing
+    mongo.py is-ferretdb  1 when the server is FerretDB (buildInfo.ferretdbVersion), else 0
     mongo.py drop       drop the collection, its _queue, _fences, _runs and _lastrun collections and the _events
                         collection in database <db>_events (missing is fine)
 
@@ -259,6 +263,25 @@ def main():
                          "indexes": [{"key": {sys.argv[3]: 1}, "name": sys.argv[3] + "_unique", "unique": True}]})
         if reply.get("ok") != 1.0:
             die(f"createIndexes failed: {reply}")
+    elif what == "events":
+        reply = command({"find": coll + "_events", "filter": {}, "batchSize": 100000, "$db": db + "_events"})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        print(len(reply["cursor"]["firstBatch"]))
+    elif what == "insert-events" and len(sys.argv) == 4:
+        reply = command({"create": coll + "_events", "capped": True, "size": 1 << 20, "max": 100,
+                         "$db": db + "_events"})
+        if reply.get("ok") != 1.0 and reply.get("code") != 48:  # 48: NamespaceExists
+            die(f"create failed: {reply}")
+        now = command({"hello": 1, "$db": "admin"})["localTime"]
+        now = now.ms if isinstance(now, Date) else int(now)
+        count, age = int(sys.argv[2]), int(sys.argv[3])
+        docs = [{"name": "old", "t": now - age + i} for i in range(count)]
+        reply = command({"insert": coll + "_events", "documents": docs, "$db": db + "_events"})
+        if reply.get("ok") != 1.0 or reply.get("n") != count:
+            die(f"insert failed: {reply}")
+    elif what == "is-ferretdb":
+        print(1 if "ferretdbVersion" in command({"buildInfo": 1, "$db": "admin"}) else 0)
     elif what == "drop":
         for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs", coll + "_lastrun"):
             command({"drop": name, "$db": db})
