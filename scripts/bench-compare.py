@@ -248,6 +248,9 @@ def contention(tools, tmp, rounds=5):
             ratio = f"{statistics.median(w / e for w, e in zip(waits[name], waits['etcdctl lock'])):.2f}x"
         print(f"  {name:<12} {statistics.median(gaps[name]):>7.1f} ms {percentile(gaps[name], 95):>6.1f} ms"
               f" {statistics.median(waits[name]):>26.2f} s {ratio:>8}")
+    for name in tools:
+        print(f"  {name}: the largest gaps (of {len(gaps[name])}): "
+              + ", ".join(f"{g:.1f}" for g in sorted(gaps[name])[-4:][::-1]) + " ms")
     client = pymongo.MongoClient(uri)
     for name, suffix in (("current", "c"), ("baseline", "cb")):
         events = client[DATABASE + "_events"][COLLECTION + suffix + "_events"]
