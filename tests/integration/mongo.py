@@ -23,12 +23,12 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         (or an older run) could have stored; --times N first: N such documents
                         in one insert (KEY:date values then grow by 1 ms per document)
     mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
+    mongo.py drop       drop the collection, its _queue, _fences, _runs and _lastrun collections and the _events
+                        collection in database <db>_events (missing is fine)
     mongo.py events     number of wake-up events (collection <collection>_events in database <db>_events)
     mongo.py insert-events N AGE_MS  insert N wake-up events {name: "old", t: now - AGE_MS + i}, i = 0..N-1,
                         creating their capped collection as mongolock does when it is missing
     mongo.py is-ferretdb  1 when the server is FerretDB (buildInfo.ferretdbVersion), else 0
-    mongo.py drop       drop the collection, its _queue, _fences, _runs and _lastrun collections and the _events
-                        collection in database <db>_events (missing is fine)
 
 Server: $MONGOLOCK_URI (mongodb://host:port[/...], no credentials); database $MONGOLOCK_DB (default
 mongolock), collection $MONGOLOCK_COLLECTION (default locks). Errors exit 2.
@@ -276,6 +276,10 @@ def main():
                          "indexes": [{"key": {sys.argv[3]: 1}, "name": sys.argv[3] + "_unique", "unique": True}]})
         if reply.get("ok") != 1.0:
             die(f"createIndexes failed: {reply}")
+    elif what == "drop":
+        for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs", coll + "_lastrun"):
+            command({"drop": name, "$db": db})
+        command({"drop": coll + "_events", "$db": db + "_events"})
     elif what == "events":
         reply = command({"find": coll + "_events", "filter": {}, "batchSize": 100000, "$db": db + "_events"})
         if reply.get("ok") != 1.0:
@@ -295,10 +299,6 @@ def main():
             die(f"insert failed: {reply}")
     elif what == "is-ferretdb":
         print(1 if "ferretdbVersion" in command({"buildInfo": 1, "$db": "admin"}) else 0)
-    elif what == "drop":
-        for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs", coll + "_lastrun"):
-            command({"drop": name, "$db": db})
-        command({"drop": coll + "_events", "$db": db + "_events"})
     else:
         print(__doc__, file=sys.stderr)
         return 2
