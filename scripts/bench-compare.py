@@ -248,6 +248,14 @@ def contention(tools, tmp, rounds=5):
             ratio = f"{statistics.median(w / e for w, e in zip(waits[name], waits['etcdctl lock'])):.2f}x"
         print(f"  {name:<12} {statistics.median(gaps[name]):>7.1f} ms {percentile(gaps[name], 95):>6.1f} ms"
               f" {statistics.median(waits[name]):>26.2f} s {ratio:>8}")
+    for name in tools:
+        print(f"  {name}: the largest gaps (of {len(gaps[name])}): "
+              + ", ".join(f"{g:.1f}" for g in sorted(gaps[name])[-4:][::-1]) + " ms")
+    client = pymongo.MongoClient(uri)
+    for name, suffix in (("current", "c"), ("baseline", "cb")):
+        events = client[DATABASE + "_events"][COLLECTION + suffix + "_events"]
+        print(f"  {name}: {events.estimated_document_count()} wake-up events stored at the end")
+    client.close()
 
 
 def main():
@@ -294,9 +302,13 @@ def main():
                 ratio = statistics.median(a / b for a, b in zip(times["baseline"], times["baseline, empty history"]))
                 print(f"  baseline: 10,000 stored runs / empty history (paired median): {ratio:.2f}x")
             if with_contention or only_contention:
-                ctools = {"current": ([current, "run", "c-cur", "--wait", "forever", "--"], [current, "run", "c-cur", "--"]),
-                          "baseline": ([baseline, "run", "c-base", "--wait", "forever", "--"],
-                                       [baseline, "run", "c-base", "--"])}
+                # Each binary its own collections, wake-up events included (FerretDB's waiting cursors scan
+                # every stored event: one binary's events must not slow the other's handovers).
+                cur = ["env", f"MONGOLOCK_COLLECTION={COLLECTION}c", current]
+                base = ["env", f"MONGOLOCK_COLLECTION={COLLECTION}cb", baseline]
+                ctools = {"current": ([*cur, "run", "c-cur", "--wait", "forever", "--"], [*cur, "run", "c-cur", "--"]),
+                          "baseline": ([*base, "run", "c-base", "--wait", "forever", "--"],
+                                       [*base, "run", "c-base", "--"])}
                 if etcd:
                     e = ["etcdctl", "--endpoints", endpoint, "lock", "c-etcd", "--"]
                     ctools["etcdctl lock"] = (e, e)
@@ -307,7 +319,8 @@ def main():
                 etcd.wait()
     client = pymongo.MongoClient(uri)
     for suffix in ("", "_runs", "_lastrun", "_queue", "_fences", "_floor", "_floor_runs", "e", "e_runs", "e_lastrun",
-                   "c", "c_runs", "c_lastrun", "c_queue", "c_fences"):
+                   "c", "c_runs", "c_lastrun", "c_queue", "c_fences", "cb", "cb_runs", "cb_lastrun", "cb_queue",
+                   "cb_fences"):
         client[DATABASE].drop_collection(COLLECTION + suffix)
     client.close()
 

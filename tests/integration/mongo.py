@@ -27,6 +27,10 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         client that knows the token: no guard, no wake-up event); exit 1 when none was deleted
     mongo.py drop       drop the collection, its _queue, _fences, _runs and _lastrun collections and the _events
                         collection in database <db>_events (missing is fine)
+    mongo.py events     number of wake-up events (collection <collection>_events in database <db>_events)
+    mongo.py insert-events N AGE_MS  insert N wake-up events {name: "old", t: now - AGE_MS + i}, i = 0..N-1,
+                        creating their capped collection as mongolock does when it is missing
+    mongo.py is-ferretdb  1 when the server is FerretDB (buildInfo.ferretdbVersion), else 0
 
 Server: $MONGOLOCK_URI (mongodb://host:port[/...], no credentials); database $MONGOLOCK_DB (default
 mongolock), collection $MONGOLOCK_COLLECTION (default locks). Errors exit 2.
@@ -37,6 +41,7 @@ import re
 import socket
 import struct
 import sys
+import time
 
 
 class Date:
@@ -163,6 +168,18 @@ def command(cmd):
     return doc
 
 
+def command_while_locked(cmd, tries=50):
+    """command(), sent again (100 ms apart) while FerretDB v1 SQLite answers "database is locked (517)": a
+    tailable cursor open on the events database (another case's waiter, closing) keeps it from creating
+    collections, and writes can meet it too (docs/compatibility.md). Nothing was done then."""
+    for _ in range(tries - 1):
+        reply = command(cmd)
+        if "database is locked (517)" not in str(reply.get("errmsg", "")):
+            return reply
+        time.sleep(0.1)
+    return command(cmd)
+
+
 def main():
     db = os.environ.get("MONGOLOCK_DB") or "mongolock"
     coll = os.environ.get("MONGOLOCK_COLLECTION") or "locks"
@@ -272,6 +289,25 @@ def main():
         for name in (coll, coll + "_queue", coll + "_fences", coll + "_runs", coll + "_lastrun"):
             command({"drop": name, "$db": db})
         command({"drop": coll + "_events", "$db": db + "_events"})
+    elif what == "events":
+        reply = command({"find": coll + "_events", "filter": {}, "batchSize": 100000, "$db": db + "_events"})
+        if reply.get("ok") != 1.0:
+            die(f"find failed: {reply}")
+        print(len(reply["cursor"]["firstBatch"]))
+    elif what == "insert-events" and len(sys.argv) == 4:
+        reply = command_while_locked({"create": coll + "_events", "capped": True, "size": 1 << 20, "max": 100,
+                                      "$db": db + "_events"})
+        if reply.get("ok") != 1.0 and reply.get("code") != 48:  # 48: NamespaceExists
+            die(f"create failed: {reply}")
+        now = command({"hello": 1, "$db": "admin"})["localTime"]
+        now = now.ms if isinstance(now, Date) else int(now)
+        count, age = int(sys.argv[2]), int(sys.argv[3])
+        docs = [{"name": "old", "t": now - age + i} for i in range(count)]
+        reply = command_while_locked({"insert": coll + "_events", "documents": docs, "$db": db + "_events"})
+        if reply.get("ok") != 1.0 or reply.get("n") != count:
+            die(f"insert failed: {reply}")
+    elif what == "is-ferretdb":
+        print(1 if "ferretdbVersion" in command({"buildInfo": 1, "$db": "admin"}) else 0)
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -524,6 +524,36 @@ only_the_first_follow_events() {
   assert_eq "$(ticket_count "$name")" "0" "tickets left in the queue"
 }
 
+# FerretDB v1 re-runs every waiting cursor's query over every stored wake-up event each 10 ms and trims
+# the capped collection to its `max` only once a minute: a waiter that starts following deletes the
+# events older than both the 10 newest and 2 s (docs/benchmarks.md). Never on MongoDB (a deleted event
+# under a tailing cursor loses its place there). The trimmed cursor is still woken by the release.
+old_wake_up_events_are_trimmed_on_ferretdb() {
+  local name w ferretdb
+  local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_trim # a fresh events collection
+  name=$(lock_name)
+  ferretdb=$(python3 "$ITEST_DIR/mongo.py" is-ferretdb) || fail "cannot ask the server what it is"
+  python3 "$ITEST_DIR/mongo.py" drop || fail "cannot drop the collections"
+  python3 "$ITEST_DIR/mongo.py" insert-events 40 60000 || fail "cannot plant the old events"
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  start_waiter w "$name" --wait 60s -v
+  w=$BG_PID
+  wait_until 10 grep -q "command getMore sent" "$T/w.err"
+  if [[ $ferretdb == 1 ]]; then
+    assert_matches "$T/w.err" "trimmed 30 wake-up events \(FerretDB\)"
+    assert_eq "$(python3 "$ITEST_DIR/mongo.py" events)" "10" "wake-up events left (the 10 newest)"
+  else
+    assert_not_matches "$T/w.err" "trimmed [0-9]+ wake-up events"
+    assert_eq "$(python3 "$ITEST_DIR/mongo.py" events)" "40" "wake-up events left (MongoDB: none deleted)"
+  fi
+  expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" # marks the lock: its release writes an event
+  assert_contains "$ERR" "marked lock '$name': waiters are queued"
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  expect_bg_exit 0 "$w" w
+  assert_matches "$T/w.err" "woken by a release of '$name'"
+  python3 "$ITEST_DIR/mongo.py" drop || fail "cannot drop the collections"
+}
+
 run_case "six waiters started 200ms apart get the lock in that order" six_waiters_in_arrival_order
 run_case "only the first three in line follow the events; the rest move up and keep the order" only_the_first_follow_events
 run_case "--no-push: waiters poll and still get the lock in order" polling_without_push_keeps_order
@@ -543,4 +573,5 @@ run_case "a dead holder's lock passes to the head after TTL + grace" dead_holder
 run_case "--slots: a freed slot goes to the head of the queue" slots_go_to_the_head
 run_case "several names: first in line on all, no deadlock" several_names_keep_the_order
 run_case "status and list (text and --json) show the queue" status_and_list_show_the_queue
+run_case "a waiter that starts following trims old wake-up events on FerretDB only, and is woken" old_wake_up_events_are_trimmed_on_ferretdb
 finish

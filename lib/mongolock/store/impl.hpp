@@ -100,6 +100,7 @@ struct MongoStore::Impl {
   int clients_made = 0;              // clients made so far (each one connects anew), for -v
   bool clock_due = false;            // re-read the server's time at the next clock() (reconnect with limits)
   mutable bool failed = false;       // a call of the current client failed
+  std::optional<bool> ferretdb;      // the server is FerretDB (buildInfo.ferretdbVersion), asked once: is_ferretdb()
 
   // Whether renewals carry {$expr: {$gt: ["$expires_at", "$$NOW"]}} (red team 4, F4): until the server
   // refuses it (FerretDB v1), for the rest of the process then.
@@ -165,6 +166,17 @@ struct MongoStore::Impl {
          name.size() > prefix && name.compare(0, prefix, config.collection) == 0 ? std::string_view(name).substr(prefix)
                                                                                  : std::string_view{});
   }
+
+  // True when the server is FerretDB (its buildInfo reply has `ferretdbVersion`; MongoDB's has none).
+  // One buildInfo on the first call, then the cached answer. Throws Error (69) when buildInfo fails.
+  [[nodiscard]] bool is_ferretdb();
+  // The wake-up events (store/queue.cpp; `events` opened): creates their capped collection unless it
+  // exists (Error 69 on another failure); reads the `t` of the newest ones, newest first (Error 69);
+  // deletes the old ones on FerretDB only, best effort (`newest` as read, `now` in ms since the epoch,
+  // the server's clock).
+  void create_events_collection();
+  [[nodiscard]] std::vector<std::int64_t> newest_event_times();
+  void trim_events(const std::vector<std::int64_t>& newest, std::int64_t now);
 
   // For server commands that concern no collection (hello, buildInfo).
   [[noreturn]] void fail_server(std::string_view what, const bson_error_t& error) const {

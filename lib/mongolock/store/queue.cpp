@@ -241,50 +241,110 @@ void MongoStore::append_event(std::string_view name, std::string_view ticket) {
   }
 }
 
+bool MongoStore::Impl::is_ferretdb() {
+  if (!ferretdb) {
+    Bson command;
+    BSON_APPEND_INT32(command.get(), "buildInfo", 1);
+    Reply reply;
+    bson_error_t error;
+    if (!mongoc_client_command_simple(client.get(), "admin", command.get(), nullptr, reply.get(), &error)) {
+      fail_server("buildInfo", error);
+    }
+    bson_iter_t it;
+    ferretdb = bson_iter_init_find(&it, reply.get(), "ferretdbVersion");
+  }
+  return *ferretdb;
+}
+
+namespace {
+
+// The newest events a waiter reads before it tails (and the trim keeps, FerretDB only).
+constexpr std::int64_t k_events_kept = 10;
+// Events younger than this are kept too (FerretDB only): a cursor that has not been read for this long
+// (its last event trimmed) is rare; it fails and is made anew (Waiter::on_feed_error).
+constexpr std::int64_t k_events_kept_ms = 2'000;
+
+} // namespace
+
+void MongoStore::Impl::create_events_collection() {
+  Bson opts;
+  BSON_APPEND_BOOL(opts.get(), "capped", true);
+  BSON_APPEND_INT64(opts.get(), "size", 1 << 20);
+  // MongoDB trims a capped collection to `max` on every insert; FerretDB v1 only once a minute (see
+  // trim_events()).
+  BSON_APPEND_INT64(opts.get(), "max", 100);
+  const auto database_name = config.database + "_events";
+  std::unique_ptr<mongoc_database_t, Deleter<mongoc_database_destroy>> database(
+      mongoc_client_get_database(client.get(), database_name.c_str()));
+  bson_error_t error;
+  mongoc_collection_t* created =
+      mongoc_database_create_collection(database.get(), mongoc_collection_get_name(events.get()), opts.get(), &error);
+  if (created != nullptr) {
+    mongoc_collection_destroy(created);
+  } else if (error.code != 48) { // 48: NamespaceExists
+    fail("creation of the capped collection of wake-up events", error, events_suffix);
+  }
+}
+
+// The `t` of the newest events (at most k_events_kept), newest first.
+std::vector<std::int64_t> MongoStore::Impl::newest_event_times() {
+  Bson all;
+  Bson opts;
+  append_sort(opts.get(), {{"$natural", -1}});
+  BSON_APPEND_INT64(opts.get(), "limit", k_events_kept);
+  const auto times = find_docs<std::optional<std::int64_t>>(
+      events.get(), all.get(), opts.get(),
+      [](const bson_t* doc) {
+        bson_iter_t it;
+        return bson_iter_init_find(&it, doc, "t") ? number(it) : std::nullopt;
+      },
+      "read of the newest wake-up events");
+  std::vector<std::int64_t> found;
+  for (const auto& t : times) {
+    if (!t) break; // not ours: tail from markers
+    found.push_back(*t);
+  }
+  return found;
+}
+
+// FerretDB v1 only: deletes the events older than both the k_events_kept newest and k_events_kept_ms.
+// Every awaitData getMore of every waiting cursor re-runs its query over the whole collection each 10 ms,
+// and FerretDB trims to `max` only once a minute: the handover slowed as events piled up
+// (docs/benchmarks.md). A FerretDB cursor fails when the last event it read is gone (it looks for that
+// record again on every getMore), so the newest events stay. Not on MongoDB: there a deleted event under
+// a cursor loses its place (CappedPositionLost), and its capped collection never holds more than `max`.
+// Best effort: a failure leaves the events to FerretDB's own trim.
+void MongoStore::Impl::trim_events(const std::vector<std::int64_t>& newest, std::int64_t now) {
+  if (static_cast<std::int64_t>(newest.size()) < k_events_kept || !is_ferretdb()) return;
+  const auto before = std::min(*std::min_element(newest.begin(), newest.end()), now - k_events_kept_ms);
+  Bson filter;
+  bson_t range;
+  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "t", &range);
+  BSON_APPEND_INT64(&range, "$lt", before);
+  bson_append_document_end(filter.get(), &range);
+  Reply reply;
+  bson_error_t error;
+  if (!mongoc_collection_delete_many(events.get(), filter.get(), nullptr, reply.get(), &error)) {
+    log.debugf("could not trim the wake-up events ({})", driver_text(error));
+    return;
+  }
+  log.debugf("trimmed {} wake-up events (FerretDB)", reply.integer("deletedCount"));
+}
+
 std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
   auto& impl = *m_impl;
   impl.connect();
   auto* events = open_events(impl.client.get(), impl.config, impl.events);
-  bson_error_t error;
-  {
-    Bson opts;
-    BSON_APPEND_BOOL(opts.get(), "capped", true);
-    BSON_APPEND_INT64(opts.get(), "size", 1 << 20);
-    // Few events: FerretDB v1 reads the whole collection for every check of every waiting cursor (every
-    // 10 ms; measured: an event reaches a waiter in 21 ms with 2 events stored, 31 ms with 100, 150 ms
-    // with 1000). It trims capped collections to `max` once a minute; MongoDB on every insert.
-    BSON_APPEND_INT64(opts.get(), "max", 100);
-    const auto database_name = impl.config.database + "_events";
-    std::unique_ptr<mongoc_database_t, Deleter<mongoc_database_destroy>> database(
-        mongoc_client_get_database(impl.client.get(), database_name.c_str()));
-    mongoc_collection_t* created =
-        mongoc_database_create_collection(database.get(), mongoc_collection_get_name(events), opts.get(), &error);
-    if (created != nullptr) {
-      mongoc_collection_destroy(created);
-    } else if (error.code != 48) { // 48: NamespaceExists
-      impl.fail("creation of the capped collection of wake-up events", error, Impl::events_suffix);
-    }
-  }
+  impl.create_events_collection();
   // Tail from the two newest events when there are two (no insert: every stored event makes FerretDB's
   // waiting cursors slower); else from two marker events inserted now. The older of the two is the
   // cursor's first batch; the newer one, or a marker, is the first event read (a spurious wake-up).
-  std::optional<std::int64_t> newest;
-  {
-    Bson all;
-    Bson newest_opts;
-    append_sort(newest_opts.get(), {{"$natural", -1}});
-    BSON_APPEND_INT64(newest_opts.get(), "limit", 2);
-    const auto times = impl.find_docs<std::optional<std::int64_t>>(
-        events, all.get(), newest_opts.get(),
-        [](const bson_t* doc) {
-          bson_iter_t it;
-          return bson_iter_init_find(&it, doc, "t") ? number(it) : std::nullopt;
-        },
-        "read of the newest wake-up events");
-    if (times.size() == 2 && times[0] && times[1]) newest = std::min(*times[0], *times[1]);
-  }
-  const auto from = newest ? *newest : to_bson_date(clock().now());
-  if (!newest && !insert_events(events, {"", ""}, {}, from, impl.write_opts.get(), error)) {
+  const auto newest = impl.newest_event_times();
+  const auto now = to_bson_date(clock().now());
+  const bool markers = newest.size() < 2;
+  const auto from = markers ? now : std::min(newest[0], newest[1]);
+  bson_error_t error;
+  if (markers && !insert_events(events, {"", ""}, {}, from, impl.write_opts.get(), error)) {
     impl.fail("insert of wake-up event markers", error, Impl::events_suffix);
   }
   Bson filter;
@@ -313,6 +373,7 @@ std::unique_ptr<EventFeed> MongoStore::follow_events(Millis await) {
   if (!mongoc_cursor_more(cursor)) fail("the server closed the tailable cursor");
   // Later getMores take whatever has come (FerretDB needs the small batch only for the first one).
   mongoc_cursor_set_batch_size(cursor, 100);
+  impl.trim_events(newest, now); // after the first batch: the cursor has its place
   return feed;
 }
 
