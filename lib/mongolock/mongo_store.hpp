@@ -115,6 +115,9 @@ public:
 private:
   struct Impl;
   std::unique_ptr<Impl> m_impl;
+
+  // follow_events() without the repair of an events collection that is not capped.
+  [[nodiscard]] std::unique_ptr<EventFeed> follow_events_once(Millis await);
 };
 
 } // namespace mongolock

@@ -67,11 +67,36 @@ unmarked_event_failure_is_quiet() {
   assert_free "$name"
 }
 
+# The first release that wakes waiters (a run held 150 ms or more) before any waiter created the capped events
+# collection makes it by its insert: a plain collection, which no tailable cursor can follow, so every waiter
+# after it polled for good. The first waiter that meets it drops it and creates it capped; the head is then
+# woken by the release's event.
+uncapped_events_collection_is_repaired() {
+  local name pid
+  name=$(lock_name)
+  # Collections of this case's own: the suite's events collection was made capped by the cases before.
+  export MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_plain
+  trap 'python3 "$ITEST_DIR/mongo.py" drop >/dev/null 2>&1 || true' EXIT
+  expect_exit 0 -- ml run "$name" -- sleep 0.3 # the events collection made by the release's insert
+  ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
+  start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
+  pid=$BG_PID
+  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  assert_contains "$T/head.err" "the wake-up events collection was not capped"
+  assert_not_contains "$T/head.err" "no push wake-ups"
+  expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m # the holder marks its lock
+  expect_exit 0 -- ml release "$name" --process "$HOLDER"
+  expect_bg_exit 0 "$pid" head
+  assert_contains "$T/head.err" "woken by a release of '$name'"
+}
+
 run_case "a wake-up event refused once with 'database is locked (517)' is sent again: the head is woken" \
   locked_events_db_is_retried 1
 run_case "... refused three times: sent a fourth time, the head is woken" locked_events_db_is_retried 3
 run_case "... refused every time: the release exits 0 with one line, the head takes the lock by its poll" \
   locked_events_db_gives_up
+run_case "an events collection a release made before any waiter (not capped) is made capped again" \
+  uncapped_events_collection_is_repaired
 run_case "a run's release with no waiter known: a refused wake-up event is a -v line, not a warning" \
   unmarked_event_failure_is_quiet
 finish

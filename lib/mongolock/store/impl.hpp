@@ -175,6 +175,10 @@ struct MongoStore::Impl {
   // deletes the old ones on FerretDB only, best effort (`newest` as read, `now` in ms since the epoch,
   // the server's clock).
   void create_events_collection();
+  // Drops the events collection and creates it capped (Error 69 on failure): one that a release's insert
+  // made before any waiter created it capped is a plain collection, which no tailable cursor can follow
+  // (`reason`: the server's refusal, for -v).
+  void recreate_events_collection(std::string_view reason);
   [[nodiscard]] std::vector<std::int64_t> newest_event_times();
   void trim_events(const std::vector<std::int64_t>& newest, std::int64_t now);
 
