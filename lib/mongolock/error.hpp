@@ -13,17 +13,24 @@ namespace mongolock {
 // it names the problem and, where there is one, the way out. exit_code() is from exit_codes.hpp.
 class Error : public std::runtime_error {
 public:
-  Error(ExitCode code, const std::string& message) : std::runtime_error(message), m_code(code) {}
+  Error(ExitCode code, const std::string& message, bool transient = false)
+      : std::runtime_error(message), m_code(code), m_transient(transient) {}
   [[nodiscard]] ExitCode exit_code() const noexcept { return m_code; }
+  // True for a server that could not be reached or a read cut by the network (a server restarting, a
+  // failover): nothing was changed on the server by the failed call, so a waiter may try again later.
+  [[nodiscard]] bool transient() const noexcept { return m_transient; }
 
 private:
   ExitCode m_code;
+  bool m_transient = false;
 };
 
 // Shorthands for the common kinds.
 [[nodiscard]] Error usage_error(const std::string& message);       // exit 64
 [[nodiscard]] Error unavailable_error(const std::string& message); // exit 69
-[[nodiscard]] Error internal_error(const std::string& message);    // exit 70
+// Exit 69, transient(): the server could not be reached, or a call that changes nothing failed on the network.
+[[nodiscard]] Error unreachable_error(const std::string& message);
+[[nodiscard]] Error internal_error(const std::string& message); // exit 70
 
 class Log;
 

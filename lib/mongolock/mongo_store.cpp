@@ -522,7 +522,7 @@ void MongoStore::Impl::refresh_clock() {
     failed = true;
     auto hint = connection_hint(error.message);
     if (hint.empty()) hint = "check --uri and that the server is up";
-    throw unavailable_error(
+    throw unreachable_error(
         fmt::format("cannot reach MongoDB at {}: {}; {}", redact_uri(config.uri), driver_text(error), hint));
   }
   const bson_t* hello = mongoc_server_description_hello_response(server.get());

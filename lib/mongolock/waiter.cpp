@@ -384,6 +384,19 @@ void Waiter::on_feed_error(const Error& e) {
   m_quiet = false;
 }
 
+bool Waiter::pause_after(const Error& error, const Sleeper& sleep) {
+  if (!error.transient() || (m_state != State::far && m_state != State::near && m_state != State::head)) return false;
+  const auto now = LeaseClock::now();
+  if (!m_forever && now >= m_deadline) return false;
+  auto pause = m_policy.queue.poll;
+  if (!m_forever) pause = std::min(pause, std::chrono::ceil<Millis>(m_deadline - now));
+  m_feed.reset(); // its connection is gone: follow anew once the server answers
+  m_log.debugf("the server did not answer ({}); trying again in {}, while the wait lasts", error.what(),
+               format_duration(pause));
+  if (!sleep(pause)) m_state = State::interrupted;
+  return true;
+}
+
 AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, const WaitPolicy& policy,
                                    const Sleeper& sleep) {
   if (!policy.wait) {
@@ -392,7 +405,14 @@ AcquireOutcome Locker::acquire_all(const std::vector<AcquireRequest>& requests, 
     return outcome;
   }
   Waiter waiter(*this, requests, policy);
-  while (waiter.step(sleep)) {}
+  for (;;) {
+    try {
+      if (!waiter.step(sleep)) break;
+    } catch (const Error& e) {
+      if (!waiter.pause_after(e, sleep)) throw;
+      if (waiter.state() == Waiter::State::interrupted) break;
+    }
+  }
   auto outcome = std::move(waiter.outcome());
   outcome.interrupted = waiter.state() == Waiter::State::interrupted;
   outcome.superseded = waiter.state() == Waiter::State::superseded;

@@ -46,6 +46,13 @@ public:
   // event (up to queue.push_check) or a pause through `sleep`. Returns false once the state is final.
   bool step(const Sleeper& sleep);
 
+  // After step() threw `error`: when the error is transient (Error::transient(): the server restarting or
+  // failing over, nothing changed by the failed call) and the waiter is queued (not starting) and its wait
+  // has time left, says so with -v, pauses a poll interval (queue.poll, up to the deadline) through `sleep`
+  // and returns true: the next step tries again (a lost ticket rejoins, as after any gap). Else false: the
+  // caller rethrows (exit 69). Red team 6, F5: a --wait of 60 s exited 69 at a 1.5-3 s server restart.
+  bool pause_after(const Error& error, const Sleeper& sleep);
+
   [[nodiscard]] State state() const { return m_state; }
   // True while it follows the wake-up events (push); false while it polls.
   [[nodiscard]] bool following() const { return m_feed != nullptr; }

@@ -82,9 +82,36 @@ acquire_killed() {
   ((kills >= 5)) || fail "only $kills of 25 acquires were killed in flight: the test did not test much"
 }
 
+# A waiter (acquire --wait 60s, first in the queue) while the server is down 2 s and started again: it waits
+# on and takes the lock once it is released (red team 6, F5: it exited 69 at the first poll that met the
+# server down).
+waiter_rides_out_a_restart() {
+  local name pid waiter
+  server_start
+  for waiter in acquire run; do
+    name=$(lock_name "w$waiter")
+    ml acquire "$name" --process "$HOST:4242" --ttl 10m >/dev/null
+    if [[ $waiter == acquire ]]; then
+      start_bg w ml -v acquire "$name" --wait 60s
+    else
+      start_bg w ml -v run "$name" --wait 60s -- true
+    fi
+    pid=$BG_PID
+    wait_until 10 grep -q "first in the queue" "$T/w.err"
+    server_kill
+    sleep 2 # the server is down for a while (time must pass)
+    server_start
+    expect_exit 0 -- ml release "$name" --process "$HOST:4242"
+    expect_bg_exit 0 "$pid" w 40
+    assert_contains "$T/w.err" "the server did not answer"
+    result "$waiter --wait: server down $((SERVER_UP_MS - SERVER_DOWN_MS))ms while queued: exit 0"
+  done
+}
+
 run_case "server restarted after 0.3 s at a renewal, default TTL: exit 0, no overlap" server_restart 0.3 30 13
 run_case "server restarted after 1.5 s at a renewal, default TTL: exit 0, no overlap" server_restart 1.5 30 14
 run_case "server restarted after 0.3 s at a renewal, --ttl 9s: exit 0, no overlap" server_restart 0.3 9 6 --ttl 9s
 run_case "server restarted after 1.5 s at a renewal, --ttl 9s: exit 0, no overlap" server_restart 1.5 9 7 --ttl 9s
+run_case "a waiter rides out a 2 s server restart (acquire --wait, run --wait)" waiter_rides_out_a_restart
 run_case "acquire killed at random moments: no lock outlives TTL + grace" acquire_killed
 finish

@@ -129,10 +129,15 @@ struct MongoStore::Impl {
 
   // Throws Error (69) "<what> on <namespace> failed: <driver text>"; `suffix` names a side collection
   // ("_queue", "_runs", ...: "<db>.<collection><suffix>"), events_suffix the wake-up events' collection.
+  // A network error or a failed server selection is transient (Error::transient()): fail() is for reads and
+  // for writes known not to have been applied (fail_write() sends the others' "outcome unknown").
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error, std::string_view suffix = {}) const {
     failed = true;
-    throw unavailable_error(
-        fmt::format("{} on {} failed: {}{}", what, where(suffix), driver_text(error), hint_suffix(error)));
+    auto message = fmt::format("{} on {} failed: {}{}", what, where(suffix), driver_text(error), hint_suffix(error));
+    if (error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_SERVER_SELECTION) {
+      throw unreachable_error(message);
+    }
+    throw unavailable_error(message);
   }
   // "<db>.<collection><suffix>", or the wake-up events' collection.
   [[nodiscard]] std::string where(std::string_view suffix) const {
