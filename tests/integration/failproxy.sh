@@ -5,11 +5,13 @@
 
 FAILPROXY_PY=$ITEST_DIR/failproxy.py
 
-# failproxy_start: a failproxy.py in front of $MONGOLOCK_URI's server; sets FP_URI. `proxy COMMAND` controls it.
+# failproxy_start: a failproxy.py in front of $MONGOLOCK_URI's server; sets FP_URI. `proxy COMMAND`
+# (common.sh) controls it.
 failproxy_start() {
   local upstream=${MONGOLOCK_URI#mongodb://}
   upstream=${upstream%%/*}
   PROXY_CTL=$T/failproxy
+  PROXY_LOG=$T/failproxy.log
   mkdir "$PROXY_CTL"
   python3 "$FAILPROXY_PY" serve "$T/failproxy.port" "${upstream##*:}" "$PROXY_CTL" 2>"$T/failproxy.log" &
   track $!
@@ -17,12 +19,3 @@ failproxy_start() {
   FP_URI="mongodb://127.0.0.1:$(cat "$T/failproxy.port")/"
 }
 
-# proxy COMMAND...: one command to the proxy (see failproxy.py); returns once it has been applied.
-proxy() {
-  local fin fout reply=
-  exec {fin}>"$PROXY_CTL/in" {fout}<"$PROXY_CTL/out"
-  printf '%s\n' "$*" >&"$fin"
-  read -r -t 10 reply <&"$fout" || true
-  exec {fin}>&- {fout}<&-
-  [[ $reply == ok* ]] || fail_with "proxy $*: ${reply:-no answer}" log "$T/failproxy.log"
-}

@@ -76,16 +76,7 @@ proxy_start() {
   PROXY_URI=mongodb://127.0.0.1:$(cat "$T/proxy.port")/
 }
 
-# proxy MODE [ARG]: switches the proxy (pass, hold, delay MS, refuse, reset); returns once it has been
-# applied. Shell builtins only (the proxy's control FIFOs), so that it takes well under a millisecond.
-proxy() {
-  local fin fout reply=
-  exec {fin}>"$PROXY_CTL/in" {fout}<"$PROXY_CTL/out"
-  printf '%s\n' "$*" >&"$fin"
-  read -r -t 10 reply <&"$fout" || true
-  exec {fin}>&- {fout}<&-
-  [[ $reply == ok* ]] || fail_with "proxy $*: ${reply:-no answer}" log "$T/proxy.log"
-}
+# `proxy MODE [ARG]` (common.sh) switches it: pass, hold, delay MS, refuse, reset.
 
 # --- holders --------------------------------------------------------------------------------------
 

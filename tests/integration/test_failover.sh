@@ -13,6 +13,7 @@ FAILPROXY_PY=$ITEST_DIR/failproxy.py
 # set's URI: retryable writes on) and FP_URI_NORETRY (retryWrites=false); `proxy COMMAND` controls it.
 failproxy_start() {
   PROXY_CTL=$T/failproxy
+  PROXY_LOG=$T/failproxy.log
   mkdir "$PROXY_CTL"
   python3 "$FAILPROXY_PY" serve "$T/failproxy.port" "$SERVER_PORT" "$PROXY_CTL" --rs rs0 2>"$T/failproxy.log" &
   track $!

@@ -9,16 +9,23 @@ source "$ITEST_DIR/failproxy.sh"
 HOLDER="$HOST:4343" # a holder identity other than any caller here
 SQLITE_LOCKED='[msg_insert.go:168 handler.(*Handler).MsgInsert] [collection.go:135 sqlite.(*collection).InsertAll.func1] database is locked (517)'
 
+# queued_head NAME: NAME held by $HOLDER, and a waiting run (label head, -v; its job touches $T/ran) first in
+# its queue; sets HEAD_PID.
+queued_head() {
+  ml acquire "$1" --process "$HOLDER" --ttl 10m >/dev/null
+  start_bg head ml -v run "$1" --wait 60s -- touch "$T/ran"
+  HEAD_PID=$BG_PID
+  wait_until 10 grep -q "first in the queue" "$T/head.err"
+}
+
 # A release whose wake-up event is refused `times` times with 517 still wakes the head through the event
 # (the insert is sent again: nothing was written), with no warning; the proxy saw every refused insert.
 locked_events_db_is_retried() {
   local times=$1 name pid
   name=$(lock_name)
   failproxy_start
-  ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
-  start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
-  pid=$BG_PID
-  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  queued_head "$name"
+  pid=$HEAD_PID
   expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m # the holder marks its lock
   assert_contains "$ERR" "marked lock '$name'"
   proxy fail insert/_events times "$times" error 1 msg "$SQLITE_LOCKED"
@@ -37,10 +44,8 @@ locked_events_db_gives_up() {
   local name pid
   name=$(lock_name)
   failproxy_start
-  ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
-  start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
-  pid=$BG_PID
-  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  queued_head "$name"
+  pid=$HEAD_PID
   expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m
   proxy fail insert/_events times 100 error 1 msg "$SQLITE_LOCKED"
   expect_exit 0 -- ml --uri "$FP_URI" release "$name" --process "$HOLDER"
@@ -78,10 +83,8 @@ uncapped_events_collection_is_repaired() {
   export MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_plain
   trap 'python3 "$ITEST_DIR/mongo.py" drop >/dev/null 2>&1 || true' EXIT
   expect_exit 0 -- ml run "$name" -- sleep 0.3 # the events collection made by the release's insert
-  ml acquire "$name" --process "$HOLDER" --ttl 10m >/dev/null
-  start_bg head ml -v run "$name" --wait 60s -- touch "$T/ran"
-  pid=$BG_PID
-  wait_until 10 grep -q "first in the queue" "$T/head.err"
+  queued_head "$name"
+  pid=$HEAD_PID
   assert_contains "$T/head.err" "the wake-up events collection was not capped"
   assert_not_contains "$T/head.err" "no push wake-ups"
   expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m # the holder marks its lock

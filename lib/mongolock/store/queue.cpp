@@ -164,6 +164,14 @@ std::vector<TicketRecord> MongoStore::tickets(const std::vector<std::string>& na
 
 namespace {
 
+// Appends {t: {<op>: t}} to `filter`: the wake-up events by their time (ms since the epoch, server clock).
+void append_events_time(bson_t* filter, const char* op, std::int64_t t) {
+  bson_t range;
+  BSON_APPEND_DOCUMENT_BEGIN(filter, "t", &range);
+  BSON_APPEND_INT64(&range, op, t);
+  bson_append_document_end(filter, &range);
+}
+
 mongoc_collection_t* open_events(mongoc_client_t* client, const StoreConfig& config, CollectionPtr& events) {
   if (!events) {
     // In a database of its own: on FerretDB v1 (SQLite) an open tailable cursor keeps its database from
@@ -318,10 +326,7 @@ void MongoStore::Impl::trim_events(const std::vector<std::int64_t>& newest, std:
   if (static_cast<std::int64_t>(newest.size()) < k_events_kept || !is_ferretdb()) return;
   const auto before = std::min(*std::min_element(newest.begin(), newest.end()), now - k_events_kept_ms);
   Bson filter;
-  bson_t range;
-  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "t", &range);
-  BSON_APPEND_INT64(&range, "$lt", before);
-  bson_append_document_end(filter.get(), &range);
+  append_events_time(filter.get(), "$lt", before);
   Reply reply;
   bson_error_t error;
   if (!mongoc_collection_delete_many(events.get(), filter.get(), nullptr, reply.get(), &error)) {
@@ -376,10 +381,7 @@ std::unique_ptr<EventFeed> MongoStore::follow_events_once(Millis await) {
     impl.fail("insert of wake-up event markers", error, Impl::events_suffix);
   }
   Bson filter;
-  bson_t range;
-  BSON_APPEND_DOCUMENT_BEGIN(filter.get(), "t", &range);
-  BSON_APPEND_INT64(&range, "$gte", from);
-  bson_append_document_end(filter.get(), &range);
+  append_events_time(filter.get(), "$gte", from);
   Bson opts;
   BSON_APPEND_BOOL(opts.get(), "tailable", true);
   BSON_APPEND_BOOL(opts.get(), "awaitData", true);
