@@ -70,7 +70,7 @@ partition_after_a_renewal_with_a_waiter() {
 }
 
 # Holder a (--ttl 10s, renew every 2s, renew deadline 6s, kill grace 3s, a job that ignores SIGTERM),
-# head waiter b: a's first renewal (sent at S) is kept back by the proxy and a's connection reset 2.5 s
+# head waiter b: a's second renewal (sent at S) is kept back by the proxy and a's connection reset 2.5 s
 # later; a retries at about S + 3 s; right after that renewal is answered the kept one is written over it
 # (the document's expiry goes back to S + TTL); then a is cut off. Counting from the confirmed renewal, a
 # would stop its job at S + 3 + 6 + 3 s, after b takes over at S + 10 + 0.5 s: a counts from S instead.
@@ -88,6 +88,10 @@ unknown_renewal_written_late() {
       --ttl 10s --renew-interval 2s --renew-deadline 6s --kill-grace 3s
     a=$HOLDER_PID
     wait_acquired a
+    # After the first renewal: on FerretDB it is refused for its server-time condition and sent again
+    # without it, and every later renewal goes without it; the kept one must be such a renewal (one that
+    # carries the condition is refused again when written back: "n=0").
+    wait_renewals a 1 10
     proxy stale-renewal 2500
     start_contender b "$name" 1 --ttl 10s
     wait_until 20 grep -q "stale renewal written back" "$T/proxy.log"
