@@ -358,6 +358,34 @@ assert_eq() { # ACTUAL EXPECTED [WHAT]
   [[ $1 == "$2" ]] || fail "${3:-value}: expected '$2', got '$1'"
 }
 
+# The one "server commands:" line of FILE (MONGOLOCK_DEBUG_COMMANDS=1) with the commands mongolock sent again
+# after the server refused them without writing ("; resent: insert 1": FerretDB SQLite's "database is locked"
+# on a wake-up event while a waiter's cursor reads the events) taken out: "N (name n, ...)", what the protocol
+# sent. Anything else (no such line, two of them) is printed as it is, so that the comparison fails.
+commands_sent() { # FILE
+  python3 - "$1" <<'PY'
+import re, sys
+lines = [l.strip() for l in open(sys.argv[1]) if "server commands: " in l]
+m = re.search(r"server commands: (\d+) \(([^;)]*)(?:; resent: ([^)]*))?\)$", lines[0]) if len(lines) == 1 else None
+if not m:
+    print(f"{len(lines)} 'server commands' lines: {lines}")
+    sys.exit(0)
+def parse(text):
+    return {k: int(v) for k, v in (p.rsplit(" ", 1) for p in (text or "").split(", ") if p)}
+sent, resent = parse(m.group(2)), parse(m.group(3))
+if sum(sent.values()) != int(m.group(1)) or any(sent.get(k, 0) < v for k, v in resent.items()):
+    print(f"inconsistent: {lines[0]}")
+    sys.exit(0)
+for k, v in resent.items():
+    sent[k] -= v
+print(f"{sum(sent.values())} ({', '.join(f'{k} {v}' for k, v in sorted(sent.items()) if v)})")
+PY
+}
+
+assert_commands() { # FILE EXPECTED: commands_sent FILE is EXPECTED ("3 (endSessions 1, findAndModify 1, insert 1)")
+  assert_eq "$(commands_sent "$1")" "$2" "server commands in ${1##*/} ($(grep -m1 -o 'server commands: .*' "$1"))"
+}
+
 # The stderr of the last expect_exit is exactly one line "mongolock: error: ..." containing TEXT.
 assert_error_line() { # TEXT
   local lines

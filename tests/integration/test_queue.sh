@@ -81,7 +81,7 @@ push_wakes_the_head() {
   assert_eq "$(doc_field waiters)" "True" "waiters field after the holder renewed"
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
   # The lock is marked: its release is the delete (findAndModify) and the event (insert).
-  assert_contains "$ERR" "server commands: 3 (endSessions 1, findAndModify 1, insert 1)"
+  assert_commands "$ERR" "3 (endSessions 1, findAndModify 1, insert 1)"
   expect_bg_exit 0 "$pid" pushed
   assert_contains "$T/pushed.err" "woken by a release"
   sed -n "1,/acquired lock '$name'/p" "$T/pushed.err" >"$T/pushed.before" # what it sent while waiting
@@ -89,7 +89,7 @@ push_wakes_the_head() {
   # A lock nobody waits for: the release is one command.
   ml acquire "$name" --process "$HOLDER" >/dev/null
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
-  assert_contains "$ERR" "server commands: 2 (endSessions 1, findAndModify 1)"
+  assert_commands "$ERR" "2 (endSessions 1, findAndModify 1)"
 }
 
 # What a join sends (issue 30): the first waiter creates the lock's index (its attempt) and the queue's
@@ -346,7 +346,8 @@ break_wakes_the_head() {
   expect_exit 0 -- ml -v renew "$name" --process "$HOLDER" --ttl 10m # the holder marks its lock
   assert_contains "$ERR" "marked lock '$name'"
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" break "$name" --force
-  assert_contains "$ERR" "findAndModify 1, insert 1" # the delete that returns the document, and the event
+  # The read of the holders, the delete that returns the document, and the event.
+  assert_commands "$ERR" "4 (endSessions 1, find 1, findAndModify 1, insert 1)"
   expect_bg_exit 0 "$pid" head
   assert_contains "$T/head.err" "woken by a release of '$name'"
   [[ -e $T/ran ]] || fail "the head did not run its command"

@@ -18,17 +18,22 @@ namespace mongolock::store {
 // Command monitoring (APM): counts commands by name for the benchmark and logs them with -v.
 struct CommandMonitor {
   const Log& log;
-  std::map<std::string, int> counts;
+  std::map<std::string, int> counts; // commands sent, by name (each retry counts again)
+  std::map<std::string, int> resent; // of those, sent again after the server refused them without writing
 
-  // "2 (createIndexes 1, insert 1)"
+  // "2 (createIndexes 1, insert 1)"; with resends "3 (createIndexes 1, insert 2; resent: insert 1)", so that a
+  // count read by tests and scripts/bench tells the commands the protocol sends from the server's refusals.
   [[nodiscard]] std::string summary() const {
+    const auto list = [](const std::map<std::string, int>& by_name) {
+      std::string parts;
+      for (const auto& [name, count] : by_name)
+        parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, count);
+      return parts;
+    };
     int total = 0;
-    std::string parts;
-    for (const auto& [name, count] : counts) {
+    for (const auto& [name, count] : counts)
       total += count;
-      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, count);
-    }
-    return fmt::format("{} ({})", total, parts);
+    return fmt::format("{} ({}{}{})", total, list(counts), resent.empty() ? "" : "; resent: ", list(resent));
   }
 };
 
@@ -106,7 +111,7 @@ struct MongoStore::Impl {
   // refuses it (FerretDB v1), for the rest of the process then.
   store::ServerTimeCondition server_time;
 
-  Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}} {}
+  Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}, {}} {}
   ~Impl() {
     collection.reset();
     fences.reset();

@@ -231,6 +231,16 @@ private:
 
 } // namespace
 
+namespace {
+
+// FerretDB v1 on SQLite refused a write because another connection holds the database: SQLite's SQLITE_BUSY
+// ("database is locked (517)"). Nothing was written (docs/compatibility.md).
+bool sqlite_locked(std::string_view message) {
+  return message.find("database is locked (517)") != std::string_view::npos;
+}
+
+} // namespace
+
 void MongoStore::append_event(std::string_view name, std::string_view ticket) {
   auto& impl = *m_impl;
   impl.connect();
@@ -241,8 +251,10 @@ void MongoStore::append_event(std::string_view name, std::string_view ticket) {
     // FerretDB v1 on SQLite refuses a write to the events database while another client's tailable cursor
     // reads it ("database is locked (517)", docs/compatibility.md); nothing was written: try again shortly
     // (a repeated event is one more wake-up, harmless).
-    if (attempt < 4 && std::string_view(error.message).find("database is locked (517)") != std::string_view::npos) {
+    if (attempt < 4 && sqlite_locked(error.message)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+      ++impl.monitor.resent["insert"];
+      impl.log.debugf("the server refused the wake-up event for '{}' (database is locked); sending it again", name);
       continue;
     }
     impl.fail(fmt::format("append of a wake-up event for '{}'", name), error, Impl::events_suffix);
