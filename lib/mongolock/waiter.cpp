@@ -334,7 +334,9 @@ void Waiter::wait(Millis pause, const Sleeper& sleep) {
   m_quiet = true;
   if (m_feed && m_state != State::far && pause >= m_policy.queue.push_check) {
     try {
-      if (const auto event = m_feed->wait(m_names)) on_event(*event);
+      const auto event = m_feed->wait(m_names);
+      m_refollowed = 0; // the cursor works: k_refollow_limit counts failures in a row, not over the whole wait
+      if (event) on_event(*event);
     } catch (const Error& e) {
       on_feed_error(e);
     }

@@ -109,7 +109,7 @@ private:
   bool m_forever = false;
   LocalTime m_deadline{};
   bool m_push_off = false; // no push wake-ups (--no-push, or the cursor failed too often)
-  int m_refollowed = 0;    // times the event cursor failed and was made anew
+  int m_refollowed = 0;    // times in a row the event cursor failed (or could not be made) and was made anew
   bool m_try_now = false;  // the head: try at once, without reading the lock first (woken)
   bool m_reread = false;   // not the head: read the queue now
   bool m_requeue = false;  // any state: read the queue now (a replacing run joined at the front)

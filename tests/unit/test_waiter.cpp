@@ -206,6 +206,29 @@ TEST_CASE("A waiter whose event cursor could not be opened follows the events on
   CHECK_FALSE(w2.following()); // gave up following: polls
 }
 
+TEST_CASE("A cursor that fails now and then, working in between, is made anew each time: the waiter never polls "
+          "for good") {
+  // FerretDB v1 trims capped collections once a minute, closing the cursors: a long wait meets that again and
+  // again. Only failures in a row (k_refollow_limit) make a waiter give up following (it used to count them
+  // over the whole wait: after the third trim the head polled for the rest of it).
+  MemoryStore store;
+  Locker holder(store, quiet);
+  REQUIRE(holder.try_acquire(request("job", "h:1")));
+  WaitPolicy policy{.wait = Millis::max()};
+  Locker locker(store, quiet);
+  Waiter w(locker, {request("job", "w:1")}, policy);
+  CHECK(w.step(short_sleep));
+  REQUIRE(w.state() == State::head);
+  REQUIRE(w.following());
+  for (int trim = 0; trim < 6; ++trim) {
+    store.break_feeds();
+    CHECK(w.step(short_sleep)); // the failed wait, followed anew at once
+    CHECK(w.following());
+    CHECK(w.step(short_sleep)); // a wait on the new cursor that works
+    CHECK(w.following());
+  }
+}
+
 TEST_CASE("An older replacing run that missed being passed is superseded by the lock's newer holder") {
   // Without push (or with every event lost), the old replacing run, first in line, looks only at the
   // lock; a newer replacing run joins ahead, and takes the lock as soon as it is free.
