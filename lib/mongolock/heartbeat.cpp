@@ -175,6 +175,7 @@ HeartbeatSteps::Renewal HeartbeatSteps::renew_one(std::size_t i) {
   if (sent >= deadline) return Renewal::gone; // too late: the lease is lost
   const auto left = std::chrono::floor<Millis>(deadline - sent);
   const auto total = m_book.call_bound(left);
+  const auto writes_before = m_locker.store().writes_sent();
   try {
     // The run's connection while it answers; a new one after a failed call, so that a server that failed
     // a check is tried again at once (libmongoc's single-threaded client would wait 5s). A connect must be
@@ -206,12 +207,22 @@ HeartbeatSteps::Renewal HeartbeatSteps::renew_one(std::size_t i) {
   } catch (const Error& e) {
     bool stopping = false;
     bool late = false;
+    // Nothing of the renewal reached a connection (its clock hello, server selection or connect failed):
+    // no copy of it can land later, so the lease is not pinned to it (red team 6 F4: at --ttl 3s a connection
+    // reset between renewals cost the lease although nothing was sent). Anything else may have been sent.
+    const auto writes_after = m_locker.store().writes_sent();
+    const bool unsent = writes_before && writes_after && *writes_before == *writes_after;
     {
       std::lock_guard lock(m_mutex);
       m_last_error = e.what();
-      m_book.unknown(i, sent, m_book.server_bound(total));
+      if (!unsent) m_book.unknown(i, sent, m_book.server_bound(total));
       stopping = m_stop;
       late = Clock::now() >= deadline;
+    }
+    if (unsent) {
+      m_log.debugf("lease renewal of '{}' was not sent: it failed before its write had a connection; the lease "
+                   "counts on from its last confirmed renewal",
+                   lease.program);
     }
     if (stopping || late) {
       // The run is ending (given up: the job ended, or the lease was lost) or the lease is lost: no

@@ -167,6 +167,13 @@ public:
   // (CallLimits::reread_clock: every renewal).
   virtual const ServerClock& clock() = 0;
 
+  // How many writes (insert, update, delete, findAndModify) this store has handed to a connection since it
+  // was made: a write counted may have reached the server, whatever its call answered. A call that failed
+  // with the count unchanged sent no write, and nothing of it can be applied later (a failed clock hello, a
+  // server selection or connect that failed: red team 6 F4, where such a renewal pinned the lease; LeaseBook).
+  // nullopt: this store cannot tell, so every failed write counts as possibly sent. Never throws.
+  [[nodiscard]] virtual std::optional<std::uint64_t> writes_sent() const { return std::nullopt; }
+
   // Sets the time limits of the next calls, and makes a new client (a new connection, server selection
   // anew) only when needed: after a call of the current client failed or timed out (so that a server that
   // failed a check is tried again at once: libmongoc's single-threaded client would wait 5s). While calls

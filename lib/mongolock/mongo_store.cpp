@@ -144,10 +144,24 @@ void init_driver(const Log& log) {
   g_driver_log = &log;
 }
 
+// True for the commands that write (insert, update, delete, findAndModify): what LockStore::writes_sent() counts.
+bool is_write_command(std::string_view name) {
+  return name == "insert" || name == "update" || name == "delete" || name == "findAndModify";
+}
+
+// libmongoc calls this once it has a connection for the command and before it writes the command to it (a
+// server selection or connect that failed calls nothing): the only callback when neither -v nor
+// MONGOLOCK_DEBUG_COMMANDS is set.
+void on_write_started(const mongoc_apm_command_started_t* event) {
+  auto* monitor = static_cast<CommandMonitor*>(mongoc_apm_command_started_get_context(event));
+  if (is_write_command(mongoc_apm_command_started_get_command_name(event))) ++monitor->writes_started;
+}
+
 void on_command_started(const mongoc_apm_command_started_t* event) {
   auto* monitor = static_cast<CommandMonitor*>(mongoc_apm_command_started_get_context(event));
   const std::string name = mongoc_apm_command_started_get_command_name(event);
   ++monitor->counts[name];
+  if (is_write_command(name)) ++monitor->writes_started;
   // The collection a CRUD command targets is the value of its first field: shown so that -v tells who
   // writes which collection (tests check that a waiter never writes a lock document).
   bson_iter_t it;
@@ -420,13 +434,15 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   streams.connected = false;
   mongoc_client_set_stream_initiator(client.get(), deadline_initiator, &streams);
   ++clients_made;
+  ApmCallbacksPtr callbacks(mongoc_apm_callbacks_new());
   if (config.count_commands || log.verbosity() == Verbosity::verbose) {
-    ApmCallbacksPtr callbacks(mongoc_apm_callbacks_new());
     mongoc_apm_set_command_started_cb(callbacks.get(), on_command_started);
     mongoc_apm_set_command_succeeded_cb(callbacks.get(), on_command_succeeded);
     mongoc_apm_set_command_failed_cb(callbacks.get(), on_command_failed);
-    mongoc_client_set_apm_callbacks(client.get(), callbacks.get(), &monitor);
+  } else {
+    mongoc_apm_set_command_started_cb(callbacks.get(), on_write_started);
   }
+  mongoc_client_set_apm_callbacks(client.get(), callbacks.get(), &monitor);
   collection.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), config.collection.c_str()));
 }
 
@@ -569,6 +585,8 @@ void MongoStore::Impl::refresh_clock() {
              format_duration(clock->offset_from_local_wall_clock()), format_duration(clock->round_trip()),
              format_duration(std::chrono::duration_cast<Millis>(selected - clock->anchor())));
 }
+
+std::optional<std::uint64_t> MongoStore::writes_sent() const { return m_impl->monitor.writes_started; }
 
 const ServerClock& MongoStore::clock() {
   m_impl->refresh_clock(); // no round trip unless the driver's server check is due

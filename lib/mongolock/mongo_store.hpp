@@ -53,6 +53,9 @@ public:
   MongoStore& operator=(const MongoStore&) = delete;
 
   const ServerClock& clock() override;
+  // Counted by command monitoring (APM "command started", which libmongoc fires once the command has a
+  // connection, before it writes it).
+  [[nodiscard]] std::optional<std::uint64_t> writes_sent() const override;
   void reconnect(std::optional<CallLimits> limits) override;
   void ensure_indexes() override;
   [[nodiscard]] bool insert(LockRecord& lock) override;

@@ -20,6 +20,7 @@ struct CommandMonitor {
   const Log& log;
   std::map<std::string, int> counts; // commands sent, by name (each retry counts again)
   std::map<std::string, int> resent; // of those, sent again after the server refused them without writing
+  std::uint64_t writes_started = 0;  // write commands handed to a connection (LockStore::writes_sent())
 
   // "2 (createIndexes 1, insert 1)"; with resends "3 (createIndexes 1, insert 2; resent: insert 1)", so that a
   // count read by tests and scripts/bench tells the commands the protocol sends from the server's refusals.
@@ -111,7 +112,7 @@ struct MongoStore::Impl {
   // refuses it (FerretDB v1), for the rest of the process then.
   store::ServerTimeCondition server_time;
 
-  Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}, {}} {}
+  Impl(const StoreConfig& c, const Log& l) : config(c), log(l), monitor{l, {}, {}, 0} {}
   ~Impl() {
     collection.reset();
     fences.reset();
