@@ -277,14 +277,16 @@ bool inside_own_run(const std::string& name, const std::optional<std::string>& t
 
 // True when a lock that `which` selects is held by a mongolock run this process runs inside (its command, or
 // a process started from it, whatever the environment: env -i, su -, a nested run; red team 6, F2). The
-// process tree is read first, so a caller outside any run costs the server nothing.
+// process tree and its cgroup are read first, so a caller outside any run costs the server nothing.
 bool held_by_own_run(Locker& locker, const LockSelector& which) {
   const auto runs = enclosing_runs();
-  if (runs.empty()) return false;
+  const auto groups = enclosing_job_cgroups(); // red team 7, F1: through a PID, mount or UTS namespace too
+  if (runs.empty() && groups.empty()) return false;
   const auto host = host_name();
   const auto holders = locker.holders(which.program);
   return std::any_of(holders.begin(), holders.end(), [&](const LockRecord& lock) {
-    return named_by(which, lock) && held_by_enclosing_run(lock, runs, host);
+    return named_by(which, lock) &&
+           (held_by_enclosing_run(lock, runs, host) || held_by_enclosing_job_cgroup(lock, groups));
   });
 }
 

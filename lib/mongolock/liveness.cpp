@@ -262,18 +262,70 @@ std::vector<RunAncestor> enclosing_runs() {
   return runs;
 }
 
-bool held_by_enclosing_run(const LockRecord& lock, const std::vector<RunAncestor>& runs, std::string_view host) {
-  if (runs.empty() || lock.command.empty() || !lock.pid_start || lock.host != host) return false;
-  const auto here = own_process_identity();
-  if (here.boot_id.empty() || lock.boot_id != here.boot_id || lock.pid_ns != here.pid_ns) return false;
+std::vector<RunAncestor> enclosing_job_cgroups() {
+  std::vector<RunAncestor> runs;
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("0::/", 0) != 0) continue;
+    std::string_view path(line);
+    path.remove_prefix(4);
+    constexpr std::string_view prefix = "mongolock-job-"; // process.cpp make_job_cgroup(): PID-START-N-NONCE
+    while (!path.empty()) {
+      const auto slash = path.find('/');
+      const std::string part(path.substr(0, slash));
+      path.remove_prefix(slash == std::string_view::npos ? path.size() : slash + 1);
+      int pid = 0;
+      long long start = 0;
+      char dash = 0;
+      if (part.rfind(prefix, 0) == 0 &&
+          std::sscanf(part.c_str() + prefix.size(), "%d-%lld%c", &pid, &start, &dash) == 3 && dash == '-' && pid > 0 &&
+          start > 0) {
+        runs.push_back({pid, start});
+      }
+    }
+    break;
+  }
+  std::reverse(runs.begin(), runs.end()); // nearest first
+  return runs;
+}
+
+namespace {
+
+// The pid of `lock`'s holder ("<host>:<pid>"), if its process field ends in one.
+std::optional<pid_t> holder_pid(const LockRecord& lock) {
   const auto colon = lock.process.rfind(':');
-  if (colon == std::string::npos) return false;
+  if (colon == std::string::npos) return std::nullopt;
   const std::string_view digits = std::string_view(lock.process).substr(colon + 1);
   pid_t holder = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), holder);
-  if (ec != std::errc() || end != digits.data() + digits.size()) return false;
-  return std::any_of(runs.begin(), runs.end(),
-                     [&](const RunAncestor& run) { return run.pid == holder && run.start == *lock.pid_start; });
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return holder;
+}
+
+// Whether `lock` is a run's lock of this boot whose pid and start are one of `runs`.
+bool held_by_one_of(const LockRecord& lock, const std::vector<RunAncestor>& runs) {
+  if (runs.empty() || lock.command.empty() || !lock.pid_start) return false;
+  const auto holder = holder_pid(lock);
+  return holder && std::any_of(runs.begin(), runs.end(), [&](const RunAncestor& run) {
+           return run.pid == *holder && run.start == *lock.pid_start;
+         });
+}
+
+} // namespace
+
+bool held_by_enclosing_run(const LockRecord& lock, const std::vector<RunAncestor>& runs, std::string_view host) {
+  if (runs.empty() || lock.host != host) return false;
+  const auto here = own_process_identity();
+  if (here.boot_id.empty() || lock.boot_id != here.boot_id || lock.pid_ns != here.pid_ns) return false;
+  return held_by_one_of(lock, runs);
+}
+
+bool held_by_enclosing_job_cgroup(const LockRecord& lock, const std::vector<RunAncestor>& groups) {
+  if (groups.empty()) return false;
+  const auto here = own_process_identity();
+  if (here.boot_id.empty() || lock.boot_id != here.boot_id) return false;
+  return held_by_one_of(lock, groups);
 }
 
 namespace {

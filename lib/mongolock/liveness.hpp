@@ -69,6 +69,19 @@ struct RunAncestor {
 [[nodiscard]] bool held_by_enclosing_run(const LockRecord& lock, const std::vector<RunAncestor>& runs,
                                          std::string_view host);
 
+// The runs whose job cgroup this process is in: the pid and start in each "mongolock-job-PID-START-N-NONCE"
+// component of its cgroup2 path (/proc/self/cgroup's "0::" line; process.cpp names the job's group so),
+// nearest first. A cgroup stays the same through a new PID, mount, UTS or user namespace, env -i, su and
+// a private /dev/shm, which hide a run from enclosing_runs() (red team 7, F1); a new cgroup namespace
+// (unshare -C) hides it too, and a run without a job cgroup (no writable cgroup2) leaves none. Empty when
+// there is none or /proc/self/cgroup cannot be read. Never throws.
+[[nodiscard]] std::vector<RunAncestor> enclosing_job_cgroups();
+
+// Whether `lock` is held by one of the runs of `groups` (enclosing_job_cgroups()): taken by `run`, this
+// boot (the boot id: the same kernel, whatever the namespaces), with that pid and start. No host or PID
+// namespace test: a UTS or PID namespace between the run and this process changes those, not the cgroup.
+[[nodiscard]] bool held_by_enclosing_job_cgroup(const LockRecord& lock, const std::vector<RunAncestor>& groups);
+
 // Removes the stale holder files in /dev/shm (issue 26): those whose process is gone (not merely hidden by
 // hidepid), whose lock nobody holds, and which either never recorded a job (a run killed while it waited)
 // or was written more than 24 hours ago and whose job's cgroup, if any, is empty (removed too). Others are

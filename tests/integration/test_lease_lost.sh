@@ -362,6 +362,39 @@ own_command_cannot_free_its_lock() {
   assert_free "$name"
 }
 
+# Red team 7, F1: a job that runs its clean-up in a sandbox (a new PID namespace with its own /proc, a private
+# /dev/shm, its own host name: bubblewrap, firejail, unshare) hid the run from the process-tree guard (the walk
+# of parent pids stops at the namespace's border; the run's holder file is not in that /dev/shm; the host name
+# differs), released the lock and another host ran beside the job for 2 s (14 of 14). The job's cgroup, named
+# after the run's pid and start, is the same in all of them: 64, the lock stays held. Needs root (unshare) and
+# a run that made its job a cgroup (a writable cgroup2): skipped, and said so, elsewhere.
+own_command_in_a_namespace() {
+  local name
+  ((EUID == 0)) && unshare -p -f --mount-proc true 2>/dev/null || skip "unshare needs root here"
+  name=$(lock_name)
+  expect_exit 0 -- ml run "$name" --ttl 30s -- sh -c '
+    grep -q "^0::.*/mongolock-job-" /proc/self/cgroup || { echo none >"$1/cg"; exit 0; }
+    export N="$MONGOLOCK_NAME" TOK="$MONGOLOCK_TOKEN" B="$MONGOLOCK_BIN"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      unshare -p -f --mount-proc "$B" release "$N" --token "$TOK" 2>"$1/pidns.err"; echo $? >"$1/pidns"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      unshare -p -f "$B" release "$N" --token "$TOK" 2>/dev/null; echo $? >"$1/pidns2"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" N="$N" TOK="$TOK" \
+      B="$B" unshare -m sh -c "mount -t tmpfs shm /dev/shm && exec \"\$B\" release \"\$N\" --token \"\$TOK\"" \
+      2>/dev/null; echo $? >"$1/shm"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" N="$N" TOK="$TOK" \
+      B="$B" unshare --uts sh -c "hostname sandbox-box && exec \"\$B\" release \"\$N\" --token \"\$TOK\"" \
+      2>/dev/null; echo $? >"$1/uts"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      unshare -p -f --mount-proc "$B" renew "$N" --token "$TOK" --ttl 1s 2>/dev/null; echo $? >"$1/renew"
+    "$B" status "$N" >/dev/null; echo $? >"$1/held"' _ "$T"
+  [[ $(cat "$T/cg" 2>/dev/null) != none ]] || skip "the run made no cgroup for its job here (no writable cgroup2)"
+  assert_eq "$(cat "$T/pidns") $(cat "$T/pidns2") $(cat "$T/shm") $(cat "$T/uts") $(cat "$T/renew") $(cat "$T/held")" \
+    "64 64 64 64 64 0" "release through unshare -p --mount-proc, unshare -p, a private /dev/shm, a UTS namespace; renew --ttl 1s; status"
+  assert_contains "$T/pidns.err" "is held by the mongolock run whose command this is"
+  assert_free "$name"
+}
+
 run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
 run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
 run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
@@ -380,6 +413,7 @@ run_case "mongolock stopped, --on-lost kill: the guardian kills the job in time"
 run_case "mongolock stopped, --on-lost ignore: the job runs on" mongolock_stopped_on_lost_ignore
 run_case "mongolock killed: its guardian kills the job at once" mongolock_killed_job_dies
 run_case "the run's own command cannot release its lock or shorten its lease (64)" own_command_cannot_free_its_lock
+run_case "... nor through a PID, mount or UTS namespace (the job's cgroup says so; 64)" own_command_in_a_namespace
 run_case "job ends within its lease while mongolock is stopped: exit 0, lock released" job_ended_while_stopped free
 run_case "job ends within its lease while mongolock is stopped, lock taken over meanwhile: exit 76" job_ended_while_stopped taken
 finish
