@@ -33,7 +33,7 @@ refusals() {
     "$ML" --uri "$SERVER_URI" run "$NAME" --ttl 30s -- sh -c '
       t=$("$0" acquire "$MONGOLOCK_NAME-other" --ttl 1m); echo "acquire other: rc=$?"
       env -i PATH="$PATH" MONGOLOCK_URI="$1" "$0" release "$MONGOLOCK_NAME-other" --token "$t"; echo "release other --token (env -i): rc=$?"
-      "$0" release "$MONGOLOCK_NAME-other" --token "$t"; echo "release other --token: rc=$? (0 expected both)"' \
+      "$0" release "$MONGOLOCK_NAME-other" --token "$t"; echo "release other --token again: rc=$? (66 expected: released above)"' \
       "$ML" "$SERVER_URI" 2>&1 | sed 's/^/   | /'
   else
     # run B beside the job (started from the job, in the background, not enclosing it), then released by
