@@ -9,7 +9,8 @@
 #         closeresend the same with the resend's connection reset after it was applied (close-after)
 #         renew_lost  `renew --token T` of an acquired lock (--ttl 5s): the resend's reply dropped: exit 69
 #                     (unknown outcome), or 0 only with a lease still running; then host-b tries `acquire`
-#                     (NORS=1: the URI without replicaSet, so libmongoc does not retry the write)
+#                     (NORS=1: the URI without replicaSet; FIRST=1: the first findAndModify's reply is lost
+#                     instead, for a control binary that sends no condition and so no resend)
 #         refuse2     the first renewal refused by failproxy with 238 and its resend refused with 2 BadValue
 #                     "...$expr...": that renewal fails; the next ones renew (run exit 0, no overlap)
 source "$(dirname "$0")/lib.sh"
@@ -33,7 +34,8 @@ for i in $(seq "$n"); do
     grep -E "unknown|pinn|counts from|error|lost|server-time|refuses" "$W/a.err" | head -4 | cut -c1-300 | sed 's/^/   | /' ;;
   renew_lost)
     T=$("$ML" --uri "$SERVER_URI" acquire "$NAME" --ttl 5s)
-    proxy fail findAndModify:update times 1 delay 1
+    # FIRST=1: the first findAndModify's reply is lost (a control binary without the condition sends one)
+    [[ -n ${FIRST:-} ]] || proxy fail findAndModify:update times 1 delay 1
     proxy fail findAndModify:update times 1 lose-reply
     t0=$(now_ms)
     uri=$FP_URI; [[ -n ${NORS:-} ]] && uri=${FP_URI%%\?*} # NORS=1: no replicaSet, no retryable writes
