@@ -11,6 +11,7 @@
 #                     (unknown outcome), or 0 only with a lease still running; then host-b tries `acquire`
 #                     (NORS=1: the URI without replicaSet; FIRST=1: the first findAndModify's reply is lost
 #                     instead, for a control binary that sends no condition and so no resend)
+#         renew_slow  the same, no reply lost: the resend delayed DELAY ms (default 6000) past the 3 s TTL
 #         refuse2     the first renewal refused by failproxy with 238 and its resend refused with 2 BadValue
 #                     "...$expr...": that renewal fails; the next ones renew (run exit 0, no overlap)
 source "$(dirname "$0")/lib.sh"
@@ -32,6 +33,18 @@ for i in $(seq "$n"); do
     rc_of a; ra=$RC; rc_of b; rb=$RC
     echo "x3 $case_ ttl=$TTL: a=$ra ($(renewals a) renewals) b=$rb $(overlap) dir=$W"
     grep -E "unknown|pinn|counts from|error|lost|server-time|refuses" "$W/a.err" | head -4 | cut -c1-300 | sed 's/^/   | /' ;;
+  renew_slow)
+    # no reply lost: the resend (FerretDB refused the first for its condition) delayed DELAY ms (default 6000)
+    # past the lock's 3 s TTL; its filter's expiry bound is from the command's start
+    T=$("$ML" --uri "$SERVER_URI" acquire "$NAME" --ttl 3s)
+    [[ -n ${FIRST:-} ]] || proxy fail findAndModify:update times 1 delay 1
+    proxy fail findAndModify:update times 1 delay "${DELAY:-6000}"
+    t0=$(now_ms)
+    timeout 60 "$ML" -v --uri "$FP_URI" renew "$NAME" --token "$T" >"$W/r.out" 2>"$W/r.err"; rr=$?
+    left=$(( $(doc doc "$NAME" | awk -F= '$1=="expires_at"{print $2}') - $(doc now) ))
+    unshare --uts sh -c 'hostname host-b && exec "$@"' sh "$ML" --uri "$SERVER_URI" acquire "$NAME" --ttl 30s >"$W/b.out" 2>"$W/b.err"; rb=$?
+    echo "x3 renew_slow delay=${DELAY:-6000}: renew rc=$rr after $(( $(now_ms) - t0 )) ms; the lock's expiry $left ms from the server's now; host-b acquire rc=$rb dir=$W"
+    grep -E "renewed until|renewing above|error" "$W/r.err" | tail -2 | cut -c1-250 | sed 's/^/   | /' ;;
   renew_lost)
     T=$("$ML" --uri "$SERVER_URI" acquire "$NAME" --ttl 5s)
     # FIRST=1: the first findAndModify's reply is lost (a control binary without the condition sends one)
