@@ -7,10 +7,13 @@
 #   CASE: restart   FerretDB SIGKILLed AT s after d queued and started again after DOWN ms (default 2000)
 #         blackout  the waiters behind one failproxy: `blackout DOWN` (old connections silent for good, new
 #                   ones answered after DOWN ms)
-#         waitend   b alone with --wait 5s; the server down from 1 s after b queued until 9 s: b must exit 75
-#                   by about 5 s (+ one call bound), never 0
-#         unknown   b alone through failproxy; once queued, its acquisition write (MATCH, default findAndModify/locks,insert/locks) is applied and its connection reset, TIMES (default 1) times
-#                   (close-after): a write of unknown outcome, b must exit 69 at once
+#         waitend   b alone with --wait 5s; the server down from 1 s after b queued until 9 s: b must end by
+#                   about 5 s (+ one call bound), 69 (server unreachable, man LIMITS) or 75, never 0
+#         unknown   b alone through failproxy (a holds HOLD_U s, default 4); once queued, its acquisition write
+#                   (MATCH, default findAndModify/locks,insert/locks) is applied and its connection reset
+#                   (close-after), TIMES (default 1) times: the driver's retry may settle it (0); when every
+#                   copy is lost the outcome is unknown and b must exit 69 at once
+#   The restart cases SIGKILL the private server: run no other script against it meanwhile.
 source "$(dirname "$0")/lib.sh"
 case_=${1:-restart}; n=${2:-1}; HOLD=${HOLD:-10}; AT=${AT:-1}; DOWN=${DOWN:-2000}
 tickets() { doc tickets "$NAME" 2>/dev/null | grep -c . || true; }
