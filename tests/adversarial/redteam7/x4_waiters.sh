@@ -50,7 +50,7 @@ for i in $(seq "$n"); do
     t0=$(now_ms); waiter b host-b "$SERVER_URI" 5s; queued 1
     sleep 1; srv_kill; while srv_running; do sleep 0.01; done
     rc_of b; tb=$(( $(now_ms) - t0 )); rb=$RC
-    sleep "$(awk -v t="$tb" 'BEGIN {s = (9000 - t) / 1000; print s > 0 ? s : 0}')"; srv_start
+    sleep "$(awk -v t="$tb" 'BEGIN {s = (9000 - t) / 1000; print (s > 0 ? s : 0)}')"; srv_start
     rc_of a; ra=$RC
     echo "x4 waitend: b=$rb after $tb ms (--wait 5s), a=$ra $(overlap 1) dir=$W"
     grep -E "did not answer|error" "$W/b.err" | tail -2 | cut -c1-250 | sed 's/^/   | /' ;;
