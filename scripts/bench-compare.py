@@ -4,7 +4,8 @@
     bench-compare.py CURRENT BASELINE FLOOR RUNS [--contention | --only-contention]
 
 CURRENT, BASELINE: mongolock binaries; FLOOR: scripts/bench-floor.c built (the commands an executed run
-needs, with libmongoc). The server is MONGOLOCK_TEST_URI (scripts/test-server starts it). Every figure is
+needs, with libmongoc; its "floor --contract" row adds the holder file, guardian and job cgroup a run keeps
+by contract). The server is MONGOLOCK_TEST_URI (scripts/test-server starts it). Every figure is
 taken interleaved (current, baseline, floor, etcd in a rotating order, RUNS rounds) and read as paired
 ratios: the median over rounds of (current / other) of that round, so that the load of a shared machine
 moves both sides of a ratio alike. Printed:
@@ -12,7 +13,7 @@ moves both sides of a ratio alike. Printed:
 - server commands of an executed `run NAME -- true` (MONGOLOCK_DEBUG_COMMANDS=1), each binary;
 - the system calls of one such run, its guardian and job included (strace -f -c, when installed);
 - one-shot `run NAME -- true`: median wall and CPU time (user + system, children included) of each, paired
-  ratios current/baseline, current/floor, current/etcd; first with an empty history, then again after
+  ratios current/baseline, current/floor, current/floor --contract, current/etcd; first with an empty history, then again after
   10,000 runs of ten names were stored (half of them skipped attempts naming a holder's lock, as a fleet
   writes them);
 - with --contention: 8 waiters queued behind a holder, 200 ms jobs, 5 rounds (handover gap median / p95)
@@ -269,17 +270,20 @@ def main():
     counted = {label: syscalls(argv) for label, argv in (
         ("current", [current, "run", "count-current", "--", "true"]),
         ("baseline", [baseline, "run", "count-baseline", "--", "true"]),
-        ("floor", [floor, uri, DATABASE, COLLECTION + "_floor", "count-floor"]))}
+        ("floor", [floor, uri, DATABASE, COLLECTION + "_floor", "count-floor"]),
+        ("floor --contract", [floor, uri, DATABASE, COLLECTION + "_floor", "count-floor", "--contract"]))}
     if None not in counted.values():
         print("\nsystem calls of one `run NAME -- true`, its guardian and job included (strace -f -c)")
         for label, count in counted.items():
-            print(f"  {label:<9} {count}")
+            print(f"  {label:<16} {count}")
     with tempfile.TemporaryDirectory() as tmp:
         etcd, endpoint = start_etcd(tmp)
         try:
             tools = {"current": [current, "run", "one", "--", "true"],
                      "baseline": [baseline, "run", "one-b", "--", "true"],
-                     "floor": [floor, uri, DATABASE, COLLECTION + "_floor", "one-f"]}
+                     "floor": [floor, uri, DATABASE, COLLECTION + "_floor", "one-f"],
+                     # The floor plus what a run does on the host by contract: holder file, guardian, job cgroup.
+                     "floor --contract": [floor, uri, DATABASE, COLLECTION + "_floor", "one-g", "--contract"]}
             if etcd:
                 tools["etcdctl lock"] = ["etcdctl", "--endpoints", endpoint, "lock", "one", "--", "true"]
             else:

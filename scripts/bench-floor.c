@@ -1,16 +1,31 @@
 /* The C floor of `scripts/bench`: the server commands an executed `mongolock run NAME -- true` needs, and
  * nothing else, with libmongoc, so that the one-shot run's wall time can be read against it.
  *
- *   bench-floor URI DATABASE COLLECTION NAME
+ *   bench-floor URI DATABASE COLLECTION NAME [--contract]
  *
  * One run: connect; createIndexes program_1 (unique) on COLLECTION; insert the lock document; run `true`
  * (fork and exec, as mongolock does); findAndModify remove (the release); insert one record into
  * COLLECTION_runs (the history); destroy the client (the driver's endSessions). 5 server commands, the
  * same as mongolock's (issue 30). Exit 0, or 1 with one line on stderr naming the step that failed.
+ *
+ * --contract: also what an executed run does on this host by contract (the man page), not by choice:
+ * its holder file (/dev/shm, made with O_EXCL and flock'ed before the acquisition, the job's process group
+ * written into it, unlinked at the end: the same-host takeover's evidence), a guardian process between it
+ * and the job (forked; it forks the job and waits for it, so that a watchdog outside mongolock could stop
+ * the job: the guardian's contract), and the job's own cgroup (mkdir below this process's cgroup2 group,
+ * the job cloned into it with clone3 CLONE_INTO_CGROUP, rmdir at the end) where the host allows one.
+ * Nothing else of mongolock's (no watchdog timer, control socket, heartbeat, signal handling).
  */
 #include <mongoc/mongoc.h>
 
+#include <fcntl.h>
+#include <linux/sched.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,10 +46,101 @@ static int run_true(void) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The directory of this process's cgroup2 group ("" when there is none): the cgroup2 mount point from
+ * /proc/self/mountinfo, then the "0::" line of /proc/self/cgroup. */
+static void own_cgroup(char* dir, size_t size) {
+  char line[4096], mount[1024] = "";
+  dir[0] = 0;
+  FILE* in = fopen("/proc/self/mountinfo", "re");
+  while (in && fgets(line, sizeof line, in)) {
+    char root[1024], point[1024];
+    const char* dash = strstr(line, " - cgroup2 ");
+    if (dash && sscanf(line, "%*s %*s %*s %1023s %1023s", root, point) == 2 && strcmp(root, "/") == 0) {
+      snprintf(mount, sizeof mount, "%s", point);
+      break;
+    }
+  }
+  if (in) fclose(in);
+  in = fopen("/proc/self/cgroup", "re");
+  while (mount[0] && in && fgets(line, sizeof line, in)) {
+    if (strncmp(line, "0::/", 4) != 0) continue;
+    line[strcspn(line, "\n")] = 0;
+    const int n = snprintf(dir, size, "%s%s", mount, strcmp(line + 3, "/") == 0 ? "" : line + 3);
+    if (n < 0 || (size_t)n >= size) dir[0] = 0; /* too long: no cgroup */
+    break;
+  }
+  if (in) fclose(in);
+}
+
+/* --contract's job start: a guardian (forked) starts `true` in the job's cgroup (`cgroup_fd` >= 0) or with
+ * fork, writes the job's process group into the holder file, waits for the job and exits with its status. */
+static int run_true_guarded(int holder_fd, int cgroup_fd) {
+  const pid_t guardian = fork();
+  if (guardian < 0) return -1;
+  if (guardian == 0) {
+    setpgid(0, 0);
+    char text[32];
+    const int n = snprintf(text, sizeof text, "%d\n", (int)getpid());
+    if (pwrite(holder_fd, text, (size_t)n, 0) != n) _exit(126);
+    struct clone_args args = {.flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD, .cgroup = (unsigned)cgroup_fd};
+    const pid_t job = cgroup_fd >= 0 ? (pid_t)syscall(SYS_clone3, &args, sizeof args) : fork();
+    if (job < 0) _exit(126);
+    if (job == 0) {
+      execlp("true", "true", (char*)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    if (waitpid(job, &status, 0) < 0) _exit(126);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+  }
+  int status = 0;
+  if (waitpid(guardian, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* --contract: the holder file, made and locked before the acquisition (-1 when it cannot be). */
+static int open_holder_file(char* path, size_t size) {
+  snprintf(path, size, "/dev/shm/bench-floor-run-%d.lock", (int)getpid());
+  const int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    unlink(path);
+    return -1;
+  }
+  return fd;
+}
+
+/* --contract: the job's own cgroup below this process's group; its directory fd, or -1 (path[0] = 0) where
+ * the host has none to give. */
+static int make_job_cgroup(char* path, size_t size) {
+  char own[2048];
+  own_cgroup(own, sizeof own);
+  path[0] = 0;
+  if (!own[0]) return -1;
+  const int n = snprintf(path, size, "%s/bench-floor-job-%d", own, (int)getpid());
+  if (n < 0 || (size_t)n >= size || mkdir(path, 0755) != 0) {
+    path[0] = 0;
+    return -1;
+  }
+  const int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    rmdir(path);
+    path[0] = 0;
+  }
+  return fd;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: bench-floor URI DATABASE COLLECTION NAME\n");
+  const int contract = argc == 6 && strcmp(argv[5], "--contract") == 0;
+  if (argc != 5 && !contract) {
+    fprintf(stderr, "usage: bench-floor URI DATABASE COLLECTION NAME [--contract]\n");
     return 2;
+  }
+  char holder_path[256] = "", cgroup_path[4096] = "";
+  const int holder_fd = contract ? open_holder_file(holder_path, sizeof holder_path) : -1;
+  if (contract && holder_fd < 0) {
+    fprintf(stderr, "bench-floor: error: cannot make the holder file %s\n", holder_path);
+    return 1;
   }
   const char *database = argv[2], *name = argv[4];
   char runs_name[256];
@@ -68,7 +174,8 @@ int main(int argc, char** argv) {
     code = fail("createIndexes", &error);
   } else if (bson_destroy(&reply), !mongoc_collection_insert_one(locks, lock, NULL, NULL, &error)) {
     code = fail("insert of the lock", &error);
-  } else if (run_true() != 0) {
+  } else if ((contract ? run_true_guarded(holder_fd, make_job_cgroup(cgroup_path, sizeof cgroup_path)) : run_true()) !=
+             0) {
     fprintf(stderr, "bench-floor: error: `true` did not exit 0\n");
     code = 1;
   } else if (!mongoc_collection_find_and_modify(locks, release, NULL, NULL, NULL, true, false, false, &reply, &error)) {
@@ -82,6 +189,11 @@ int main(int argc, char** argv) {
   bson_destroy(record);
   mongoc_collection_destroy(locks);
   mongoc_collection_destroy(runs);
+  if (cgroup_path[0]) rmdir(cgroup_path); /* the job has ended: the group is empty */
+  if (holder_fd >= 0) {
+    unlink(holder_path);
+    close(holder_fd);
+  }
   mongoc_client_destroy(client); /* endSessions */
   mongoc_cleanup();
   return code;

@@ -437,9 +437,46 @@ int sweep_holder_files() {
   return swept;
 }
 
+namespace {
+
+// How often this user's runs on a host sweep /dev/shm at most (issue 30: every run listed /dev/shm and
+// lstat'ed each mongolock-run-* file, a day's evidence of every killed run: ~225 files, ~1 ms a run here).
+constexpr auto k_sweep_every = std::chrono::seconds(60);
+
+std::string sweep_stamp_path() { return fmt::format("/dev/shm/mongolock-sweep-{}.stamp", geteuid()); }
+
+// Whether this user's stamp says a sweep began less than k_sweep_every ago: a regular file of this user
+// whose mtime is that recent (one in the future, after the clock was set back, is not). A stamp of another
+// user (/dev/shm is world-writable) counts for nothing: it cannot put the sweep off.
+bool swept_lately(const std::string& stamp) {
+  struct stat st {};
+  if (lstat(stamp.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return false;
+  const auto age = std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(st.st_mtime);
+  return age >= std::chrono::seconds(0) && age < k_sweep_every;
+}
+
+// Sets the stamp's mtime to now (made, mode 0600, when missing); a file that is not this user's regular
+// file is left alone (O_NONBLOCK: a FIFO must not hang the run).
+void stamp_sweep(const std::string& stamp) {
+  const int fd = open(stamp.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) (void)futimens(fd, nullptr);
+  close(fd);
+}
+
+} // namespace
+
+int sweep_holder_files_when_due() {
+  const auto stamp = sweep_stamp_path();
+  if (swept_lately(stamp)) return -1;
+  stamp_sweep(stamp); // first: runs starting meanwhile need not sweep too
+  return sweep_holder_files();
+}
+
 HolderFile::HolderFile(const ProcessIdentity& self) {
   if (!self.complete()) return;
-  sweep_holder_files();
+  sweep_holder_files_when_due();
   m_path = holder_file_path(getpid(), self.pid_start);
   // A new file only: no run of this pid and start made one before, so one that exists was made by someone
   // else (its name can be predicted); without a holder file of its own the lock is simply not taken over

@@ -86,8 +86,15 @@ struct RunAncestor {
 // hidepid), whose lock nobody holds, and which either never recorded a job (a run killed while it waited)
 // or was written more than 24 hours ago and whose job's cgroup, if any, is empty (removed too). Others are
 // the evidence an instant takeover reads (and removes itself): kept. Files of other users stay where /dev/shm's sticky
-// bit forbids it. Returns how many were removed; never throws. HolderFile's constructor calls it.
+// bit forbids it. Returns how many were removed; never throws.
 int sweep_holder_files();
+
+// sweep_holder_files() at most once a minute per user on a host (what HolderFile's constructor calls; issue
+// 30: every run swept, ~1 ms of listing and lstat with a day's evidence of killed runs): the mtime of
+// /dev/shm/mongolock-sweep-EUID.stamp (a regular file of this user) says when a sweep last began; set to now
+// before sweeping. Returns -1 when not due (nothing looked at), else how many files were removed. A stamp
+// that is not this user's regular file does not put the sweep off. Never throws.
+int sweep_holder_files_when_due();
 
 // What a guardian's `__release-orphaned` leaves of run `pid` started at `start` whose mongolock died
 // (orphan.cpp; the guardian has killed and reaped the whole job first): removes its holder file and, when

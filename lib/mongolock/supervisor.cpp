@@ -38,19 +38,38 @@ private:
   int m_fd;
 };
 
+// How long before its first step is due the heartbeat's thread starts (Heartbeat::start_when_due()).
+constexpr auto k_heartbeat_lead = Millis(500);
+
 // Runs the heartbeat's steps (HeartbeatSteps, heartbeat.hpp: renewals, the replace check, marking a lock
 // waited for) on its own thread, at each step's next_wakeup(), until given up or the lease is gone.
-// wake_fd() is readable when gone() or replaced() changed.
+// wake_fd() is readable when gone() or replaced() changed. The thread starts k_heartbeat_lead before the
+// first step is due (start_when_due(), called by the supervisor's loop, which wakes for it: start_at()), so a
+// job that ends before then costs no thread (issue 30: its start and join, ~0.5 ms of a one-shot run).
 class Heartbeat {
 public:
   // `replace_check`: run --replace, read the queue this often between renewals (replaced()); nullopt: never.
   Heartbeat(Locker& locker, std::vector<LockRecord>& locks, const LeaseTiming& timing, const Log& log,
             std::function<void(LocalTime)> renewed, std::optional<Millis> replace_check = std::nullopt)
       : m_wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-        m_steps(locker, locks, timing, log, std::move(renewed), replace_check, [this] { notify(); }) {
+        m_steps(locker, locks, timing, log, std::move(renewed), replace_check, [this] { notify(); }),
+        m_start_at(m_steps.next_wakeup() - k_heartbeat_lead) {
     if (m_wake.get() < 0) throw internal_error(fmt::format("eventfd failed: {}", std::strerror(errno)));
+    start_when_due(Clock::now());
+  }
+
+  // Starts the thread when `now` is at or past start_at() (once; never after give_up()).
+  void start_when_due(LocalTime now) {
+    if (m_thread.joinable() || now < m_start_at) return;
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_stop) return;
+    }
     m_thread = std::thread([this] { loop(); });
   }
+
+  // When the thread is due to start; LocalTime::max() once it runs.
+  [[nodiscard]] LocalTime start_at() const { return m_thread.joinable() ? LocalTime::max() : m_start_at; }
 
   ~Heartbeat() { stop(); }
   Heartbeat(const Heartbeat&) = delete;
@@ -101,6 +120,7 @@ private:
   std::condition_variable m_cv;
   bool m_stop = false; // under m_mutex
   HeartbeatSteps m_steps;
+  LocalTime m_start_at; // when the thread starts (start_when_due())
   std::thread m_thread;
 };
 
@@ -148,6 +168,7 @@ public:
       }
       const auto now = Clock::now();
       on_timers(now);
+      m_heartbeat.start_when_due(now);
       sleep(now);
       check_lease(); // before anything read now can count
       forward_signals();
@@ -335,7 +356,7 @@ private:
   // measures a stop of mongolock (SIGSTOP, a frozen cgroup) or CPU starvation.
   void sleep(LocalTime now) {
     auto wake_at = now + Millis(500);
-    if (!m_outcome.lease_lost) wake_at = std::min(wake_at, m_heartbeat.deadline());
+    if (!m_outcome.lease_lost) wake_at = std::min({wake_at, m_heartbeat.deadline(), m_heartbeat.start_at()});
     if (m_kill_at) wake_at = std::min(wake_at, *m_kill_at);
     if (!m_outcome.timed_out) wake_at = std::min(wake_at, m_timeout_at);
     pollfd fds[3] = {

@@ -81,6 +81,21 @@ renewal_updates_document() {
   assert_free "$name"
 }
 
+# The heartbeat's thread starts 500 ms before the first renewal is due (issue 30): a job that ends before
+# then runs beside mongolock's main thread only; one that runs on is renewed by a second thread. The job
+# counts the threads of mongolock, its guardian's parent.
+heartbeat_thread_only_when_due() {
+  local name count='ls "/proc/$(ps -o ppid= -p "$PPID" | tr -d " ")/task" | wc -l >"$1"'
+  name=$(lock_name)
+  expect_exit 0 -- ml run "$name" -- sh -c "$count" _ "$T/short"
+  [[ $(cat "$T/short") == 1 ]] || fail "a job that ended long before the first renewal ran beside $(cat "$T/short") threads of mongolock, not 1"
+  # --ttl 2s: the first renewal is due at 667 ms, so the thread runs from 167 ms on.
+  expect_exit 0 -- ml -v run "$name" --ttl 2s -- sh -c "sleep 1; $count" _ "$T/long"
+  [[ $(cat "$T/long") == 2 ]] || fail "a job past its first renewal ran beside $(cat "$T/long") threads of mongolock, not 2"
+  assert_contains "$ERR" "lease on '$name' renewed until"
+}
+
 run_case "a command running 3.5x its TTL keeps the lock; contenders get 75 throughout" outlives_ttl_keeps_lock
+run_case "the heartbeat's thread starts only when the first renewal is near" heartbeat_thread_only_when_due
 run_case "renewals move expires_at/renewed_at forward, keep acquired_at and ttl" renewal_updates_document
 finish
