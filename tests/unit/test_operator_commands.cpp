@@ -56,4 +56,43 @@ TEST_CASE("A release by _id of an earlier acquisition leaves the next holder's l
   }
 }
 
+TEST_CASE("A run's renewal outstamped by a `renew --token` renews above it also when its lock records a place") {
+  // Red team 4, F3's rule on a lock of `run`, which records the host's boot and PID namespace: outstamped() asks
+  // the place only of a selector that names one (by holder); the heartbeat's names _id and token (mutation test:
+  // the place asked of every selector dropped the renewal of such a lock as not this holder's).
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    auto r = request("job", "a:1");
+    r.boot_id = "boot-1";
+    r.pid_ns = "pid:[4026531836]";
+    r.pid_start = 777;
+    auto lock = holder.try_acquire(r);
+    REQUIRE(lock);
+    const auto ahead = store.clock().now() + 4s;
+    Locker op(store, quiet);
+    REQUIRE(store.renew(LockSelector{.program = "job", .token = lock->token}, ahead + 30s, ahead, 30s) == 1);
+    REQUIRE(holder.renew(*lock, 30s, LeaseClock::now()));
+    CHECK(lock->renewed_at > ahead);
+    CHECK(store.documents().at("job").renewed_at == lock->renewed_at);
+  }
+}
+
+TEST_CASE("A release into the minimum hold of a lock waiters wait for wakes them at once") {
+  // The head learns the earlier expiry (hold_until) now rather than at its next look (mutation test: the event
+  // after mark_released deleted; only latency, which no simulator invariant bounds that tightly).
+  MemoryStore store;
+  Locker holder(store, quiet);
+  auto r = request("job", "a:1", 60s);
+  r.waiters = true; // taken from the queue: its release wakes it
+  const auto lock = holder.try_acquire(r);
+  REQUIRE(lock);
+  const auto feed = store.follow_events(0ms);
+  CHECK(holder.release(LockSelector{.program = "job", .id = lock->id, .token = lock->token}).kind ==
+        ReleaseOutcome::min_hold);
+  const auto event = feed->wait({"job"});
+  REQUIRE(event);
+  CHECK(event->name == "job");
+}
+
 TEST_SUITE_END();
