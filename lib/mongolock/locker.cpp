@@ -343,6 +343,9 @@ ReleaseOutcome Locker::release(const LockSelector& which) {
   // Not deleted: maybe the lock is ours but within its minimum hold; then it ends at hold_until instead.
   const auto current = m_store.find(which.program);
   if (!current || current->released_at) return {ReleaseOutcome::not_holder, {}};
+  // By _id, only that acquisition: in_hold below selects current's _id (found by the simulator's operator: a
+  // release by _id of an earlier acquisition marked the next holder's lock released within its minimum hold).
+  if (which.id && *which.id != current->id) return {ReleaseOutcome::not_holder, {}};
   if (current->hold_until <= now || current->expires_at <= now) {
     // No hold left (or a document without hold_until), or the lease already ran out, so there is nothing
     // to keep: delete it if it is ours, whatever its hold_until says.

@@ -98,6 +98,13 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
 }
 
 bool WaitQueue::keep_alive(Millis lease) {
+  // A join cut by an error left no ticket; a waiter that waits on (a transient error: Waiter::pause_after) joins
+  // again, as after a lost ticket (the simulator found one out of the line for good, looking every millisecond).
+  if (m_tickets.empty() && !m_names.empty() && !m_passed) {
+    const auto names = m_names;
+    join(names, m_process, m_front);
+    return false;
+  }
   const auto first_sent = LeaseClock::now();
   // Due, or moved up to the first in line with a far waiter's long lease: renew to the short one now.
   if (m_tickets.empty() || (first_sent < renewal_due() && lease >= m_lease)) return true;

@@ -113,7 +113,8 @@ public:
   // Renews the tickets to a lease of `lease` (ticket_lease near the head, far_ticket_lease farther back)
   // once renewal_due() has come (one update per name). When a ticket was lost (expired while this process stalled, or
   // deleted), or its renewal was answered more than answer_limit() after it was sent (it may have raced a delete of the
-  // ticket as dead), rejoins at the back of the queue and returns false. Throws Error (69) on server errors.
+  // ticket as dead), rejoins at the back of the queue and returns false; so it does when it has no ticket because
+  // its last join failed (a transient error it waited through). Throws Error (69) on server errors.
   bool keep_alive(Millis lease);
 
   // When (local time) the tickets are due for renewal: 3/8 of the lease they were last given after it

@@ -25,9 +25,11 @@ std::int64_t ns(Millis d) { return std::chrono::duration_cast<std::chrono::nanos
 
 } // namespace
 
-Client::Client(World& world, int id)
-    : m_world(world), m_id(id), m_tag(fmt::format("c{}", id)), m_store(world, *this), m_locker(m_store, m_log) {
-  m_wake_at = world.now() + world.rng().millis(Millis(0), world.config().timing.ttl);
+Client::Client(World& world, int id, std::optional<std::uint64_t> operator_seed)
+    : m_world(world), m_id(id), m_tag(operator_seed ? std::string("op") : fmt::format("c{}", id)),
+      m_own_rng(operator_seed ? std::optional<Rng>(Rng(*operator_seed)) : std::nullopt), m_store(world, *this),
+      m_locker(m_store, m_log) {
+  m_wake_at = world.now() + rng().millis(Millis(0), world.config().timing.ttl);
 }
 
 void Client::kill() {
@@ -73,6 +75,10 @@ void Client::end_run() {
 
 void Client::step() {
   try {
+    if (is_operator()) {
+      operate();
+      return;
+    }
     switch (m_state) {
     case State::idle: {
       begin_run();
@@ -190,6 +196,7 @@ void Client::wait_in_queue() {
       return;
     }
   } catch (const mongolock::Error& e) {
+    if (pause_after(e)) return;
     m_world.note(fmt::format("{} waiting for {}: error: {}; exits", m_tag, wanted(), e.what()));
     m_head_since.reset();
     m_waiter.reset(); // run exits 69; its tickets are deleted on the way out
@@ -204,6 +211,14 @@ void Client::wait_in_queue() {
     m_world.note(fmt::format("{} waiting for {}: {}", m_tag, wanted(), mongolock::Waiter::state_name(state)));
     idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl));
     return;
+  }
+  // A waiter never holds a lock without a confirmed acquisition: the server confirmed each insert to it (a write
+  // of unknown outcome taken for "nothing happened" must not turn into a lock it counts on).
+  for (const auto& lock : outcome.locks) {
+    if (m_confirmed.count(lock.id) == 0) {
+      throw Violation(fmt::format("{} took '{}' ({}) from the queue without a confirmed acquisition", m_tag,
+                                  lock.program, lock.id));
+    }
   }
   m_world.note(fmt::format("{} took {} from the queue", m_tag, wanted()));
   start(std::move(outcome.locks));
@@ -621,5 +636,91 @@ std::optional<LocalTime> Client::guardian_deadline() const {
 bool Client::job_running() const { return m_job && m_world.now() < job_end(); }
 
 bool Client::believes() const { return m_state == State::holding && !m_lost && local_now() < m_heart->deadline(); }
+
+// Locker::acquire_all's loop: a step of the Waiter that threw a transient error (Error::transient(): the server
+// unreachable, or a call that changes nothing cut by the network) while queued and within the wait pauses a poll
+// interval and tries again (Waiter::pause_after, red team 6 F5); any other error ends the run (69).
+bool Client::pause_after(const mongolock::Error& error) {
+  Millis pause{0};
+  const auto sleeper = [&pause](Millis d) {
+    pause = d;
+    return true;
+  };
+  if (!m_waiter || dead() || !m_waiter->pause_after(error, sleeper)) return false; // (killed in the call: gone)
+  m_world.count("waiter pauses after a transient error");
+  m_world.note(
+      fmt::format("{} waiting for {}: error: {}; pauses {} and tries again", m_tag, wanted(), error.what(), ms(pause)));
+  m_wake_at = world_at(local_now() + pause);
+  return true;
+}
+
+// The operator: `mongolock status` shows a lock (read here at once), then `mongolock renew` (own TTL, or --ttl of half
+// to all of the schedule's TTL) or `mongolock release` of it, naming it by holder (--process "host:pid", no place:
+// commands.cpp's caller_place() of an explicit --process), by --token, or by _id, through the real Locker on its own
+// SimStore (delayed, duplicated, lost, as any client's calls). Its writes are judged by World::operator_write().
+void Client::operate() {
+  auto& draw = rng();
+  const auto& config = m_world.config();
+  m_wake_at = m_world.now() + draw.millis(config.operator_every / 2, config.operator_every * 3 / 2);
+  const auto docs = m_world.server().list();
+  if (docs.empty()) return;
+  const auto doc = docs[static_cast<std::size_t>(draw.range(0, static_cast<int>(docs.size()) - 1))];
+  using By = OperatorCommand::By;
+  OperatorCommand command;
+  command.kind = draw.chance(0.7) ? OperatorCommand::Kind::renew : OperatorCommand::Kind::release;
+  command.by = static_cast<By>(draw.range(0, 2));
+  command.program = doc.program;
+  command.named = doc.id;
+  command.sent = m_world.now();
+  LockSelector which{.program = doc.program};
+  if (command.by == By::holder) which.process = command.selector = doc.process;
+  if (command.by == By::token) which.token = command.selector = doc.token;
+  if (command.by == By::id) which.id = command.selector = doc.id;
+  m_command = command;
+  const char* by = command.by == By::holder ? "holder" : command.by == By::token ? "token" : "_id";
+  try {
+    if (command.kind == OperatorCommand::Kind::renew) {
+      const auto ttl =
+          draw.chance(0.5) && doc.ttl > Millis(0) ? doc.ttl : draw.millis(config.timing.ttl / 2, config.timing.ttl);
+      m_world.count("operator renew commands");
+      const auto expires = config.plant == Plant::outstamp_any ? planted_renew(which, ttl) : m_locker.renew(which, ttl);
+      m_world.note(fmt::format("op: renew '{}' by {} ({}), ttl {}: {}", doc.program, by, doc.id, ms(ttl),
+                               expires ? "renewed" : "not held"));
+    } else {
+      m_world.count("operator release commands");
+      const auto outcome = m_locker.release(which);
+      m_world.note(fmt::format("op: release '{}' by {} ({}): {}", doc.program, by, doc.id,
+                               outcome.kind == mongolock::ReleaseOutcome::not_holder ? "not held" : "released"));
+    }
+  } catch (const mongolock::Error& e) {
+    m_world.note(fmt::format("op: {} '{}' by {}: error: {}",
+                             command.kind == OperatorCommand::Kind::renew ? "renew" : "release", doc.program, by,
+                             e.what()));
+  }
+}
+
+// Plant::outstamp_any: Locker::renew(which, ttl) as it was before red team 6's F1 was fixed: the retry above a
+// renewal stamped at or after this one's is allowed whatever the filter names (by holder too), so that a late
+// `renew --process H` renews H's next acquisition above its stamp, with the TTL of the command.
+std::optional<ServerTime> Client::planted_renew(const LockSelector& which, Millis ttl) {
+  const auto at = mongolock::LeaseClock::now();
+  auto stamp = m_store.clock().earliest(at);
+  auto live = which;
+  live.expires_after = m_store.clock().latest(at);
+  live.not_released = true;
+  for (int attempt = 0;; ++attempt) {
+    live.renewed_before = stamp;
+    const auto expires = std::max(*live.expires_after, stamp) + ttl;
+    if (m_store.renew(live, expires, stamp, ttl, false) == 1) return expires;
+    const auto current = attempt == 0 ? m_store.find(which.program) : std::nullopt;
+    if (!current) return std::nullopt;
+    const bool named = (!which.id || current->id == *which.id) && (!which.token || current->token == *which.token) &&
+                       (!which.process || current->process == *which.process);
+    if (!named || current->renewed_at < stamp || current->released_at || current->expires_at <= *live.expires_after) {
+      return std::nullopt;
+    }
+    stamp = current->renewed_at + Millis(1);
+  }
+}
 
 } // namespace sim

@@ -17,18 +17,26 @@
 #include <mongolock/waiter.hpp>
 
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace sim {
 
 class Client {
 public:
-  Client(World& world, int id);
+  // A run host; with `operator_seed`, the operator instead (Config::operator_every): it runs no job, and issues
+  // `renew`/`release` commands from outside the runs (operate()), drawing from a generator of its own.
+  Client(World& world, int id, std::optional<std::uint64_t> operator_seed = std::nullopt);
 
   // One step at now() >= wake_at(): acquire, renew, stop, release, as the state says.
   void step();
 
   [[nodiscard]] int id() const { return m_id; }
+  // The operator's generator, else the world's (SimStore draws this client's faults from it).
+  [[nodiscard]] Rng& rng() { return m_own_rng ? *m_own_rng : m_world.rng(); }
+  [[nodiscard]] bool is_operator() const { return m_own_rng.has_value(); }
+  // The operator's current command (SimStore hands it to World::operator_write() with each of its writes).
+  [[nodiscard]] const OperatorCommand& command() const { return m_command; }
   // Its own clock (LeaseClock, Config::ppm) now: the real code's times (its deadlines, the guardian's, the Waiter's
   // pauses) are on it; the simulator's own (wake_at(), pauses, job_end()) on the world's.
   [[nodiscard]] LocalTime local_now() const { return m_world.local_time(m_id, m_world.now()); }
@@ -135,10 +143,22 @@ private:
   void begin_run(); // same host: a new mongolock process for this attempt
   void end_run();   // same host: the run exits (its holder file is removed)
   void maybe_mark_waiters(const std::vector<mongolock::LockRecord>& seen);
+  // The operator's step: one `mongolock renew` or `release` of a lock it reads on the server, by holder (--process),
+  // token or _id, through the real Locker (as renew_command()/release_command() call it); then its next command.
+  void operate();
+  // Plant::outstamp_any: Locker::renew(const LockSelector&...) with the outstamped() of before red team 6's F1 (the
+  // retry above an outstamping renewal allowed by holder alone).
+  [[nodiscard]] std::optional<ServerTime> planted_renew(const mongolock::LockSelector& which, Millis ttl);
+  // After a step of the real Waiter threw `error` (Locker::acquire_all's loop): pauses as Waiter::pause_after() says
+  // and returns true, or false (the run exits 69).
+  [[nodiscard]] bool pause_after(const mongolock::Error& error);
 
   World& m_world;
   int m_id;
-  std::string m_tag; // "c3" in the trace
+  std::string m_tag;                 // "c3" in the trace
+  std::optional<Rng> m_own_rng;      // the operator's (before m_store: its SimStore draws from it)
+  OperatorCommand m_command;         // the operator's current command
+  std::set<std::string> m_confirmed; // _id of locks whose insert the server confirmed to this client
   mongolock::Log m_log{mongolock::Verbosity::quiet};
   SimStore m_store;
   mongolock::Locker m_locker;

@@ -1,7 +1,7 @@
 // mongolock-sim: runs seeded schedules of the lock protocol on the in-memory store (world.hpp) and checks
 // its invariants after every step. Usage (scripts/simulate wraps it):
 //   mongolock-sim [--seed N] [--schedules K] [--semantics mongodb|ferretdb] [--plant BUG] [--expect-violation]
-//                 [--edge] [--multi] [--same-host] [--strict-steps] [--strict-drift] [--trace]
+//                 [--edge] [--multi] [--same-host] [--operator] [--strict-steps] [--strict-drift] [--trace]
 // Schedule i runs seed N + i (default: seeds 1..10000; --seed N alone: that one schedule, as a replay,
 // with its whole trace). Exit 0 when every schedule kept the invariants; 1 on the first violation, after
 // its seed, the last steps and the command that replays it; 2 on a usage error. With --expect-violation
@@ -9,6 +9,7 @@
 // --edge draws only schedules at the edge of the accepted timings (short TTL, late renew deadline, a grace
 // of milliseconds, many faults); --multi only schedules of several names per run (run A B -- CMD: acquire_all);
 // --same-host only schedules whose clients share one host (the instant takeover of a provably dead holder);
+// --operator only schedules with an operator's renew/release commands from outside the runs (Config::operator_every);
 // --strict-steps: a violation after a step of the server's clock beyond --grace fails too (else it is the man
 // page's limit, counted as expected); --strict-drift: the same for a client's clock rate drifting beyond --grace.
 #include "world.hpp"
@@ -34,6 +35,7 @@ struct Args {
   bool edge = false;
   bool multi = false;
   bool same_host = false;
+  bool operators = false;
   bool strict_steps = false;
   bool strict_drift = false;
 };
@@ -70,6 +72,8 @@ Args parse(int argc, char** argv) {
       args.multi = true;
     } else if (arg == "--same-host") {
       args.same_host = true;
+    } else if (arg == "--operator") {
+      args.operators = true;
     } else if (arg == "--strict-steps") {
       args.strict_steps = true;
     } else if (arg == "--strict-drift") {
@@ -92,6 +96,7 @@ std::string replay_command(const Args& args, std::uint64_t seed) {
   if (args.edge) command += " --edge";
   if (args.multi) command += " --multi";
   if (args.same_host) command += " --same-host";
+  if (args.operators) command += " --operator";
   if (args.strict_steps) command += " --strict-steps";
   if (args.strict_drift) command += " --strict-drift";
   return command;
@@ -111,7 +116,7 @@ int main(int argc, char** argv) {
   std::map<std::string, long> totals;
   for (long i = 0; i < args.schedules; ++i) {
     const auto seed = args.seed + static_cast<std::uint64_t>(i);
-    sim::World world(seed, args.semantics, args.plant, args.edge, args.multi, args.same_host);
+    sim::World world(seed, args.semantics, args.plant, args.edge, args.multi, args.same_host, args.operators);
     if (args.trace || args.schedules == 1) world.keep_trace();
     if (args.strict_steps) world.strict_steps();
     if (args.strict_drift) world.strict_drift();

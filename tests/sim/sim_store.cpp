@@ -174,8 +174,8 @@ SimStore::SimStore(World& world, Client& client)
 // bounds ServerClock states: at() -/+ round_trip / 2 + 1 ms), anchored on this client's clock (which may drift
 // from the server's: Config::ppm).
 void SimStore::redraw_clock() {
-  const auto rtt = m_world.rng().millis(Millis(0), m_world.config().max_rtt);
-  const auto error = m_world.rng().millis(-rtt / 2, rtt / 2);
+  const auto rtt = m_client.rng().millis(Millis(0), m_world.config().max_rtt);
+  const auto error = m_client.rng().millis(-rtt / 2, rtt / 2);
   m_clock = mongolock::ServerClock(m_world.server_now() - rtt / 2 + error, rtt, m_client.local_now());
 }
 
@@ -213,25 +213,25 @@ LockSelector SimStore::sent(const LockSelector& which) const {
 // on its way (it arrives after other clients' writes) and, on FerretDB v1, a delay between its read and its
 // write-back (others write meanwhile); and an error that comes back early while the write is on its way.
 SimStore::Arrival SimStore::draw_arrival(Write kind, LocalTime start, LocalTime limit) {
-  auto& rng = m_world.rng();
+  auto& rng = m_client.rng();
   const auto& config = m_world.config();
+  const auto p = rates();
   const auto rtt = m_clock.round_trip();
   const bool update = kind != Write::read;
   // A delayed request: mostly up to 1.5 s, 1 in 4 up to several seconds (past a pin's clearing time:
   // LeaseBook's server bound + 1 s).
-  const auto transport = update && rng.chance(config.p_delay)
-                             ? rng.millis(Millis(10), rng.chance(0.25) ? k_long_delay : k_max_delay)
-                             : Millis(0);
+  const auto transport =
+      update && rng.chance(p.delay) ? rng.millis(Millis(10), rng.chance(0.25) ? k_long_delay : k_max_delay) : Millis(0);
   Arrival a;
   a.between = config.semantics == mongolock::WriteSemantics::ferretdb_v1 &&
-              (kind == Write::forced_delay || (update && rng.chance(config.p_delay)));
+              (kind == Write::forced_delay || (update && rng.chance(p.delay)));
   a.delay = !a.between                    ? Millis(0)
             : kind == Write::forced_delay ? rng.millis(Millis(10), config.timing.ttl)
                                           : rng.millis(Millis(10), k_max_delay);
   a.arrives = start + rng.millis(Millis(0), rtt / 2) + transport;
   // An error that comes back early (a connection reset, a failover's "not primary") while the request is
   // still on its way or queued at the server: it lands later, up to several seconds after the error.
-  if (update && rng.chance(config.p_early)) {
+  if (update && rng.chance(p.early)) {
     a.early = std::min(limit, start + rng.millis(Millis(0), rtt / 2 + Millis(1)));
     a.arrives = std::max(a.arrives, *a.early + rng.millis(Millis(1), k_long_delay));
   }
@@ -239,23 +239,57 @@ SimStore::Arrival SimStore::draw_arrival(Write kind, LocalTime start, LocalTime 
   return a;
 }
 
-template <typename T> T SimStore::call(const char* what, std::function<T()> op, Write kind) {
+SimStore::Rates SimStore::rates() const {
+  const auto& c = m_world.config();
+  if (!m_client.is_operator()) return {c.p_fail, c.p_lost, c.p_delay, c.p_early, 0};
+  return {c.p_fail, std::max(c.p_lost, 0.1), std::max(c.p_delay, 0.3), std::max(c.p_early, 0.1), 0.2};
+}
+
+LockRecord SimStore::overwritten(const LockRecord& read) const {
+  auto current = m_world.server().find(read.program);
+  return current && current->id == read.id ? *current : read;
+}
+
+std::optional<OperatorCommand> SimStore::command() const {
+  return m_client.is_operator() ? std::optional(m_client.command()) : std::nullopt;
+}
+
+// A network error as MongoStore reports it (store/impl.hpp): fail()'s transient one, or fail_write()'s "outcome
+// unknown" (transient only under Plant::unknown_transient).
+Error SimStore::network_error(const char* what, std::string_view text, Fails fails) const {
+  if (fails == Fails::transient) return Error(mongolock::k_exit_unavailable, fmt::format("{}: {}", what, text), true);
+  return Error(mongolock::k_exit_unavailable, fmt::format("{}: {}: outcome unknown", what, text),
+               m_world.config().plant == Plant::unknown_transient);
+}
+
+// The operator's write sent twice (a retried write's copy, a script's second run): the copy lands up to several
+// seconds after the first, unanswered.
+template <typename T> void SimStore::duplicate(const char* what, const std::function<T()>& op, LocalTime arrives) {
+  World& world = m_world;
+  m_world.at(arrives + m_client.rng().millis(Millis(1), k_long_delay), [&world, copy = op, what] {
+    world.note(fmt::format("  server: a copy of the operator's {}", what));
+    (void)copy();
+  });
+}
+
+template <typename T> T SimStore::call(const char* what, std::function<T()> op, Write kind, Fails fails) {
   if (m_client.dead()) throw Killed{}; // a dead process sends nothing
-  auto& rng = m_world.rng();
-  const auto& config = m_world.config();
+  auto& rng = m_client.rng();
+  const auto p = rates();
   const Busy busy(m_client.m_busy);
   const auto start = m_world.now();
   const auto limit = m_call_deadline ? m_client.world_at(*m_call_deadline) : start + k_operation_timeout;
   const auto rtt = m_clock.round_trip();
+  const auto network = [&](std::string_view text) { return network_error(what, text, fails); };
   if (m_world.outage()) {
     m_client.fault(m_world.outage_end());
     wait_until(std::min(limit, start + k_connect_timeout));
-    throw unavailable(fmt::format("{}: server unreachable", what));
+    throw network("server unreachable (server selection failed)");
   }
-  if (rng.chance(config.p_fail)) {
+  if (rng.chance(p.fail)) {
     m_client.fault(start + rtt / 2);
     wait_until(start + rtt / 2);
-    throw unavailable(fmt::format("{}: failed before it reached the server", what));
+    throw network("failed before it reached the server");
   }
   const auto arrival = draw_arrival(kind, start, limit);
   const auto arrives = arrival.arrives;
@@ -269,6 +303,7 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
   auto outcome = std::make_shared<Outcome>();
   const auto bound = m_server_bound;
   World& world = m_world;
+  if (p.duplicate > 0 && kind != Write::read && rng.chance(p.duplicate)) duplicate<T>(what, op, arrives);
   m_world.at(arrives, [&world, op = std::move(op), outcome, between, delay, bound] {
     if (between) {
       world.server().between = [&world, delay, bound] {
@@ -289,29 +324,29 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
   });
   if (early) {
     wait_until(*early);
-    throw unavailable(fmt::format("{}: connection reset (the request is still on its way)", what));
+    throw network("connection reset (the request is still on its way)");
   }
   if (arrives > limit) {
     wait_until(limit);
-    throw unavailable(fmt::format("{}: timed out (the request is still on its way)", what));
+    throw network("timed out (the request is still on its way)");
   }
   wait_until(arrives);
   if (outcome->aborted) {
     wait_until(m_world.now() + rtt / 2);
     throw unavailable(fmt::format("{}: operation exceeded time limit", what));
   }
-  if (rng.chance(config.p_lost)) {
+  if (rng.chance(p.lost)) {
     m_client.fault(limit);
     wait_until(limit);
-    throw unavailable(fmt::format("{}: reply lost (the write applied)", what));
+    throw network("reply lost (the write applied)");
   }
   const auto reply = m_world.now() + rng.millis(Millis(0), rtt / 2);
   if (reply > limit) {
     wait_until(limit);
-    throw unavailable(fmt::format("{}: timed out (the write applied)", what));
+    throw network("timed out (the write applied)");
   }
   wait_until(reply);
-  if (m_world.now() > limit) throw unavailable(fmt::format("{}: timed out (the reply came too late)", what));
+  if (m_world.now() > limit) throw network("timed out (the reply came too late)");
   return std::move(*outcome->value);
 }
 
@@ -323,7 +358,7 @@ bool SimStore::insert(LockRecord& lock) {
   m_client.m_in_hand.insert(lock.id);
   const bool grant_check = m_client.m_waiter != nullptr;
   const auto waiting_since = m_client.m_waiting_since;
-  return call<bool>(
+  const bool confirmed = call<bool>(
       "insert",
       [this, copy, grant_check, waiting_since]() mutable {
         const bool inserted = m_world.server().insert(copy);
@@ -333,7 +368,9 @@ bool SimStore::insert(LockRecord& lock) {
         if (inserted && copy.ticket.empty() && grant_check) m_world.ticketless_grant(copy, waiting_since);
         return inserted;
       },
-      Write::read);
+      Write::read, Fails::unknown);
+  if (confirmed) m_client.m_confirmed.insert(lock.id);
+  return confirmed;
 }
 
 std::int64_t SimStore::remove(const LockSelector& which) { return remove_returning(which) ? 1 : 0; }
@@ -343,9 +380,10 @@ std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) 
   const auto filter = make_doc([&](bson_t* out) { mongolock::store::append_selector(out, selector); });
   return call<std::optional<LockRecord>>(
       "findAndModify (remove)",
-      [this, selector, filter] {
+      [this, selector, filter, command = command()] {
         auto removed = m_world.server().remove_where(
             [&](const LockRecord& lock) { return checked_match("delete", filter, lock, selects(selector)); });
+        if (removed && command) m_world.operator_write(*command, *removed, std::nullopt);
         if (removed) {
           m_world.note(fmt::format("  server: delete {} ({}) by c{}{}", removed->program, removed->id, m_client.id(),
                                    selector.expired_by ? " (takeover)" : ""));
@@ -353,7 +391,7 @@ std::optional<LockRecord> SimStore::remove_returning(const LockSelector& which) 
         }
         return removed;
       },
-      Write::update);
+      Write::update, Fails::unknown);
 }
 
 // A renewal as MongoStore sends it: with the server-time condition while this client's store has it
@@ -367,7 +405,7 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
     selector.token.reset();
   }
   // The planted bug: a renewal built from a stale copy of the lock (the token of an earlier acquisition).
-  if (m_world.config().plant == Plant::stale_renewal && selector.token && m_world.rng().chance(0.2)) {
+  if (m_world.config().plant == Plant::stale_renewal && selector.token && m_client.rng().chance(0.2)) {
     selector.token = *selector.token + "-stale";
   }
   const auto sent_at = m_client.local_now();
@@ -404,7 +442,7 @@ std::optional<std::int64_t> SimStore::send_renewal(const Renewal& r, bool server
       [&](bson_t* out) { mongolock::store::renew_update(r.expires_at, r.renewed_at, r.ttl, r.mark_waiters, out); });
   return call<std::optional<std::int64_t>>(
       "findAndModify (renew)",
-      [this, r, filter, update, server_time]() -> std::optional<std::int64_t> {
+      [this, r, filter, update, server_time, command = command()]() -> std::optional<std::int64_t> {
         auto live = r.selector; // LockStore::renew: never a released document
         live.not_released = true;
         // ...nor, on MongoDB, one expired on the server's clock when the condition is sent: the contract the
@@ -420,10 +458,12 @@ std::optional<std::int64_t> SimStore::send_renewal(const Renewal& r, bool server
           const auto n = update_lock(
               m_world.server(), "renew", filter, update, contract,
               [&](LockRecord& lock) {
+                const auto before = overwritten(lock);
                 lock.expires_at = r.expires_at;
                 lock.renewed_at = r.renewed_at;
                 lock.ttl = r.ttl;
                 lock.waiters = lock.waiters || r.mark_waiters;
+                if (command) m_world.operator_write(*command, before, lock);
               },
               server);
           m_world.note(fmt::format("  server: renewal of {} by c{}: matched {}", r.selector.program, m_client.id(), n));
@@ -435,7 +475,7 @@ std::optional<std::int64_t> SimStore::send_renewal(const Renewal& r, bool server
           return std::nullopt;
         }
       },
-      Write::update);
+      Write::update, Fails::unknown);
 }
 
 std::int64_t SimStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {
@@ -444,13 +484,15 @@ std::int64_t SimStore::mark_released(const LockSelector& which, ServerTime relea
   const auto update = make_doc([&](bson_t* out) { mongolock::store::release_update(released_at, expires_at, out); });
   return call<std::int64_t>(
       "update (released)",
-      [this, selector, filter, update, released_at, expires_at] {
+      [this, selector, filter, update, released_at, expires_at, command = command()] {
         return update_lock(m_world.server(), "mark_released", filter, update, selects(selector), [&](LockRecord& lock) {
+          const auto before = overwritten(lock);
           lock.released_at = released_at;
           lock.expires_at = expires_at;
+          if (command) m_world.operator_write(*command, before, lock);
         });
       },
-      Write::update);
+      Write::update, Fails::unknown);
 }
 
 std::int64_t SimStore::set_fence(const LockSelector& which, std::int64_t fence) {
@@ -463,7 +505,7 @@ std::int64_t SimStore::set_fence(const LockSelector& which, std::int64_t fence) 
         return update_lock(m_world.server(), "set_fence", filter, update, selects(selector),
                            [&](LockRecord& lock) { lock.fence = fence; });
       },
-      Write::update);
+      Write::update, Fails::unknown);
 }
 
 void SimStore::mark_waiters(const LockSelector& which) {
@@ -519,7 +561,7 @@ bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
                                  ok ? "inserted " + copy.id : std::string("duplicate key")));
         return ok;
       },
-      Write::read);
+      Write::read, Fails::unknown);
   ticket.id = *id;
   // A second ticket of a name in one wait: the first lapsed or was lost (WaitQueue::keep_alive() rejoins).
   if (inserted && !m_client.m_joined.insert(copy.name).second) m_world.ticket_rejoined(m_client, copy.name);
@@ -586,6 +628,8 @@ void SimStore::append_event(std::string_view name, std::string_view ticket) {
       "insert (event)",
       [this, n, t] {
         m_world.server().append_event(n, t);
+        if (t == mongolock::k_replace_event) m_world.replace_announced(n);
+        m_world.note(fmt::format("  server: event {} '{}' by c{}", n, t, m_client.id()));
         m_world.event_appended();
         return true;
       },
@@ -604,7 +648,7 @@ void SimStore::insert_runs(std::vector<mongolock::RunRecord>& records) {
         }
         return true;
       },
-      Write::update);
+      Write::update, Fails::unknown);
   for (std::size_t i = 0; i < records.size() && i < ids->size(); ++i)
     records[i].id = (*ids)[i];
 }
@@ -630,7 +674,7 @@ public:
 
   std::optional<mongolock::WakeEvent> wait(const std::vector<std::string>& names) override {
     if (m_client.dead()) throw Killed{};
-    if (m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable");
+    if (m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable", true);
     std::optional<mongolock::WakeEvent> event = m_feed->wait(names);
     if (event) return event;
     const auto until = m_world.now() + m_await;
@@ -651,7 +695,7 @@ public:
       m_world.run_until(m_client.paused_until());
     if (m_world.now() > std::max(until, m_client.paused_until())) m_client.overran(); // as in wait_until()
     if (m_client.dead()) throw Killed{};
-    if (!event && m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable");
+    if (!event && m_world.outage()) throw Error(mongolock::k_exit_unavailable, "getMore: server unreachable", true);
     return event;
   }
 

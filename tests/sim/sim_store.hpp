@@ -8,6 +8,7 @@
 
 #include "world.hpp"
 
+#include <mongolock/error.hpp>
 #include <mongolock/run_store.hpp>
 #include <mongolock/store/commands.hpp>
 
@@ -56,7 +57,25 @@ private:
   // Killed when the client was killed meanwhile.
   // What a call is: a read, an update or delete (may be delayed), or one delayed always (Plant::rollback).
   enum class Write { read, update, forced_delay };
-  template <typename T> T call(const char* what, std::function<T()> op, Write kind);
+  // How MongoStore reports the call's network errors (a server that cannot be selected, a connection lost or timed
+  // out): fail()'s transient error (reads, and the queue's ticket renewals and deletes and events, which may be sent
+  // again), or fail_write()'s "outcome unknown" (the writes of locks, tickets and runs), which is not transient
+  // (Plant::unknown_transient: it is).
+  enum class Fails { transient, unknown };
+  template <typename T> T call(const char* what, std::function<T()> op, Write kind, Fails fails = Fails::transient);
+  // The fault rates of this client's calls: the schedule's; the operator's requests are delayed, duplicated and
+  // lost more often (its late copies are what it is there for).
+  struct Rates {
+    double fail, lost, delay, early, duplicate;
+  };
+  [[nodiscard]] Rates rates() const;
+  [[nodiscard]] mongolock::Error network_error(const char* what, std::string_view text, Fails fails) const;
+  template <typename T> void duplicate(const char* what, const std::function<T()>& op, LocalTime arrives);
+  // The operator's command for World::operator_write(), as its write was sent (nullopt for a run's writes).
+  [[nodiscard]] std::optional<OperatorCommand> command() const;
+  // The document an update read as `read` overwrites now: the server's (FerretDB v1 writes back a copy read before
+  // others' writes; MongoDB changes the document in place), or `read` when it is gone.
+  [[nodiscard]] mongolock::LockRecord overwritten(const mongolock::LockRecord& read) const;
   struct Arrival {
     LocalTime arrives;              // the request reaches the server
     std::optional<LocalTime> early; // its error comes back then, while it is still on its way

@@ -52,6 +52,11 @@ enum class Plant {
                   // --grace, lets its job outlive its lease
   no_server_time, // renewals are sent without the server-time condition ($expr with $$NOW) on MongoDB too: a
                   // late copy of an abandoned renewal extends a lock that expired on the server (red team 4, F4)
+  outstamp_any,   // an operator's `renew` retries above an outstamping renewal by holder alone (outstamped() without
+                  // its "the filter names the acquisition" rule): a late `renew --process H` cuts H's next
+                  // acquisition to its own TTL (red team 6, F1)
+  unknown_transient, // a write of unknown outcome (MongoStore's fail_write()) is reported transient: a queued waiter
+                     // pauses and tries again as if nothing had been written (red team 6, F5's rule broken)
 };
 [[nodiscard]] Plant parse_plant(const std::string& text); // throws std::invalid_argument
 [[nodiscard]] const char* plant_name(Plant plant);
@@ -120,7 +125,24 @@ struct Config {
   // as expected.
   std::vector<std::int64_t> ppm;
   Millis drift_error{0};
+  // An operator's (or a script's) `mongolock renew`/`release` from outside the runs (1 schedule in 4; --operator
+  // and Plant::outstamp_any: all): about this often, on a lock it reads on the server, by holder (--process), by
+  // token or by _id, through the real Locker and a SimStore of its own (its requests delayed, duplicated, their
+  // replies lost), from a generator of its own (World::draw_operator). 0: none.
+  Millis operator_every{0};
   [[nodiscard]] bool drift_beyond_grace() const { return drift_error > grace; }
+};
+
+// One `mongolock renew`/`release` command of the operator (Client::operate()): what it names. A write of it
+// (any copy, however late) may change only the acquisition it names by _id or token, or by holder a lock of that
+// holder on the server then (World::operator_write()).
+struct OperatorCommand {
+  enum class Kind { renew, release } kind = Kind::renew;
+  enum class By { holder, token, id } by = By::holder;
+  std::string program;  // the lock (or slot) it acts on
+  std::string named;    // the _id of the acquisition the operator read on the server before the command
+  std::string selector; // the holder ("host:pid"), the token or the _id given
+  LocalTime sent{};     // the command started (world time)
 };
 
 // An invariant failed: unwinds the whole schedule (World::run catches it).
@@ -142,7 +164,7 @@ public:
   // `edge`: only schedules at the edge of the accepted timings (draw_timing() in world.cpp); `multi`: only
   // schedules of several names per run.
   World(std::uint64_t seed, std::optional<mongolock::WriteSemantics> semantics, Plant plant, bool edge = false,
-        bool multi = false, bool same_host = false);
+        bool multi = false, bool same_host = false, bool operators = false);
   ~World();
   World(const World&) = delete;
   World& operator=(const World&) = delete;
@@ -230,6 +252,8 @@ public:
   // release's wake-up event names it) or holds a far waiter's long lease (skipped as dead after
   // WaitQueue::stale_after()).
   void queue_grant(const mongolock::LockRecord& lock);
+  // A replacing run's announcement (WakeEvent k_replace_event) of `name` was appended on the server now.
+  void replace_announced(const std::string& name) { m_replace_events[name] = server_now(); }
   // `lock`, taken without a ticket by a --wait run whose wait began at `waiting_since` (it found nobody
   // waiting), was inserted just now: no ticket of its name that joined before then (on the server's clock,
   // less a round trip) may still be live, unless it lapsed once or was used, or holds a far waiter's lease.
@@ -263,6 +287,14 @@ public:
   // `client`, waiting in the queue, joins the queue of `name` again (its ticket lapsed or was lost): a violation
   // unless a fault touched it within the longest ticket lease (far_ticket_lease) + answer limit + 1 s.
   void ticket_rejoined(const Client& client, const std::string& name);
+  // A write of the operator's `command` applied to `before` (`after`: the document written; nullopt: deleted). A
+  // violation when the command does not name it (by _id, token or holder). A release, or a renewal that shortens
+  // the acquisition the operator named, is deliberate (as `break --force`): its holder is exempt until a renewal
+  // sent after it is confirmed. A shortening of another acquisition (by holder: a later one of the same holder) is
+  // not: the coverage invariants judge it (red team 6, F1). A renewal restarts an orphan's clock (its expiry
+  // counts from the command).
+  void operator_write(const OperatorCommand& command, const mongolock::LockRecord& before,
+                      const std::optional<mongolock::LockRecord>& after);
   void count(const char* what) { ++m_counts[what]; }
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
 
@@ -274,6 +306,8 @@ private:
   static void draw_more(std::uint64_t seed, Config& c, bool same_host);
   // Clock-rate drift (Config::ppm), from a generator of its own too.
   static void draw_drift(std::uint64_t seed, Config& c);
+  // The operator (Config::operator_every), from a generator of its own too.
+  static void draw_operator(std::uint64_t seed, Config& c, bool operators);
   // LeaseClock's time source: the current context's clock (ClockOf), or the lie of Plant::late_reply.
   class Clocks final : public mongolock::TimeSource {
   public:
@@ -344,10 +378,11 @@ private:
     ServerTime expires_at; // the ticket's expiry when first seen with it
     ServerTime at;         // then (server clock)
   };
-  std::map<std::string, TicketSeen> m_ticket_seen; // per ticket _id
-  std::vector<LocalTime> m_untils;                 // the run_until() calls in progress, outermost first
-  std::map<std::string, LocalTime> m_free_since;   // per name: no lock document on the server since
-  std::map<std::string, LocalTime> m_orphan_since; // _id of lock documents no live client holds: since
+  std::map<std::string, TicketSeen> m_ticket_seen;    // per ticket _id
+  std::vector<LocalTime> m_untils;                    // the run_until() calls in progress, outermost first
+  std::map<std::string, LocalTime> m_free_since;      // per name: no lock document on the server since
+  std::map<std::string, ServerTime> m_replace_events; // per name: the last replacing run's announcement (server clock)
+  std::map<std::string, LocalTime> m_orphan_since;    // _id of lock documents no live client holds: since
   std::deque<std::string> m_trace;
   std::map<std::string, long> m_counts;
   long m_steps = 0;
