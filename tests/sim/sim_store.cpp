@@ -291,6 +291,7 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
     wait_until(start + rtt / 2);
     throw network("failed before it reached the server");
   }
+  if (kind != Write::read && m_world.config().plant != Plant::pin_none) ++m_writes_sent;
   const auto arrival = draw_arrival(kind, start, limit);
   const auto arrives = arrival.arrives;
   const auto early = arrival.early;

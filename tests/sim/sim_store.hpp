@@ -23,6 +23,10 @@ public:
   void mark_waiters(const mongolock::LockSelector& which);
 
   const mongolock::ServerClock& clock() override { return m_clock; }
+  // The writes that got past the outage and the fault "failed before it reached the server": as MongoStore's
+  // command monitoring counts them (a failed renewal that left it unchanged pins nothing). Plant::pin_none:
+  // never moves, so that no failed renewal pins.
+  [[nodiscard]] std::optional<std::uint64_t> writes_sent() const override { return m_writes_sent; }
   void reconnect(std::optional<mongolock::CallLimits> limits) override;
   void ensure_indexes() override {}
   [[nodiscard]] bool insert(mongolock::LockRecord& lock) override;
@@ -104,6 +108,7 @@ private:
   std::optional<LocalTime> m_call_deadline; // CallLimits::total from the last reconnect() (the client's clock)
   std::optional<Millis> m_server_bound;     // CallLimits::server: the server aborts a write past it
   std::uint64_t m_next_id = 0;
+  std::uint64_t m_writes_sent = 0;
   mongolock::store::ServerTimeCondition m_server_time; // as MongoStore's: renewals carry $expr until refused
 };
 

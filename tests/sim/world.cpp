@@ -97,6 +97,7 @@ constexpr std::pair<Plant, const char*> k_plants[] = {
     {Plant::no_server_time, "no-server-time"},
     {Plant::outstamp_any, "outstamp-any"},
     {Plant::unknown_transient, "unknown-transient"},
+    {Plant::pin_none, "pin-none"},
 };
 
 Plant parse_plant(const std::string& text) {
@@ -857,7 +858,9 @@ void World::check_replaced() {
     }
     const auto seen = m_replacing_since.try_emplace(client->id(), m_now).first->second;
     if (client->held_up()) continue; // starved by others' nested calls: responsive_since() moves when it returns
-    const auto since = std::max({seen, client->responsive_since(), m_outage_until});
+    // From the holder's own last fault too: it learns of the replacing run by reading the queue after a renewal,
+    // which a call that failed (even one that sent nothing and so pins nothing: LockStore::writes_sent()) delays.
+    const auto since = std::max({seen, client->responsive_since(), m_outage_until, client->own_fault()});
     if (m_now - since <= k_replace_bound + m_config.timing.kill_grace + m_config.max_dying) continue;
     throw Violation(fmt::format("c{} still runs its job on '{}' although a newer replacing run has waited since {}",
                                 client->id(), fmt::join(client->run_names(), "', '"), fmt_time(since)));

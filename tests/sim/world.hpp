@@ -55,6 +55,8 @@ enum class Plant {
   outstamp_any,   // an operator's `renew` retries above an outstamping renewal by holder alone (outstamped() without
                   // its "the filter names the acquisition" rule): a late `renew --process H` cuts H's next
                   // acquisition to its own TTL (red team 6, F1)
+  pin_none,       // no failed renewal pins the lease (LockStore::writes_sent() never moves): a renewal of unknown
+                  // outcome is treated as never sent (red team 6 F4's rule, pin only when nothing was sent, broken)
   unknown_transient, // a write of unknown outcome (MongoStore's fail_write()) is reported transient: a queued waiter
                      // pauses and tries again as if nothing had been written (red team 6, F5's rule broken)
 };
