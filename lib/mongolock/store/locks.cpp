@@ -197,6 +197,10 @@ bool refuses_server_time(const bson_error_t& error) {
          (error.code == bad_value && std::string_view(error.message).find("$expr") != std::string_view::npos);
 }
 
+bool renewal_refused(const bson_error_t& error, std::uint64_t writes_started, std::uint64_t sends) {
+  return (error.domain == MONGOC_ERROR_SERVER || error.domain == MONGOC_ERROR_QUERY) && writes_started == sends;
+}
+
 void renew_update(ServerTime expires_at, ServerTime renewed_at, Millis ttl, bool mark_waiters, bson_t* out) {
   bson_t set;
   BSON_APPEND_DOCUMENT_BEGIN(out, "$set", &set);
@@ -305,6 +309,8 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
   const bool time_for_resend =
       !impl.call_deadline.until || *impl.call_deadline.until - LeaseClock::now() >= 2 * round_trip;
   const bool with_condition = impl.server_time.sent(time_for_resend);
+  const auto started_before = impl.monitor.writes_started;
+  std::uint64_t sends = 1;
   Reply* reply = &first;
   bool ok = impl.send_renewal(which, update.get(), with_condition, first, error);
   if (ok && with_condition) impl.server_time.accepted();
@@ -313,6 +319,7 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
     // once; renewals go without it from now on only when this one is accepted (ServerTimeCondition).
     const auto refusal = impl.driver_text(error);
     reply = &again;
+    ++sends;
     ok = impl.send_renewal(which, update.get(), false, again, error);
     if (ok && impl.server_time.lacking()) {
       impl.log.debugf("the server refuses a renewal's server-time condition ({}); renewals are sent without it from "
@@ -322,8 +329,9 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
     }
   }
   if (!ok) {
-    impl.fail_write(fmt::format("renewal of lock '{}'", which.program), error,
-                    fmt::format("its expiry with 'mongolock status {}'", which.program));
+    const auto what = fmt::format("renewal of lock '{}'", which.program);
+    if (renewal_refused(error, impl.monitor.writes_started - started_before, sends)) impl.fail_refused(what, error);
+    impl.fail_write(what, error, fmt::format("its expiry with 'mongolock status {}'", which.program));
   }
   bson_iter_t it;
   return bson_iter_init_find(&it, reply->get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it) ? 1 : 0;
