@@ -275,19 +275,20 @@ renewal_landed_after_the_lease() {
   expect_exit 1 -- ml status "$name"
 }
 
-# Red team 7, F3: `renew --token T --ttl 1h` held 7 s on its way while `renew --token T` (4 s) stamps after
-# it; the lock expires meanwhile. The late renewal matches nothing (renewed_before) and its retry above the
-# newer stamp checks "unexpired" at the retry, not at its start: 66, the lock stays expired. Before: exit 0,
-# the expired lock held for 59m55s (2 of 2).
+# Red team 7, F3: `renew --token T --ttl 1h` held 7 s on its way while `renew --token T --ttl 1s` stamps
+# after it; the lock expires 1 s later (the acquisition's 5 s leave time for that second renew under load).
+# The late renewal matches nothing (renewed_before) and its retry above the newer stamp checks "unexpired"
+# at the retry, not at its start: 66, the lock stays expired. Before: exit 0, the expired lock held for
+# 59m55s (2 of 2).
 late_renewal_never_revives() {
   local name token
   name=$(lock_name)
   failproxy_start
-  token=$(ml acquire "$name" --ttl 4s)
+  token=$(ml acquire "$name" --ttl 5s)
   proxy fail findAndModify:update times 1 delay 7000
   start_bg late ml -v --uri "$FP_URI" renew "$name" --token "$token" --ttl 1h
   wait_until 10 grep -qE "findAndModify on .*: delay 7000" "$PROXY_LOG"
-  expect_exit 0 -- ml renew "$name" --token "$token"
+  expect_exit 0 -- ml renew "$name" --token "$token" --ttl 1s
   expect_bg_exit 66 "$BG_PID" late 30
   assert_contains "$T/late.err" "nothing was renewed"
   expect_exit 1 -- ml status "$name"

@@ -218,6 +218,7 @@ TEST_CASE("renewal_refused: every copy sent answered with an error is a refusal;
   CHECK(store::renewal_refused(bad_value, 2, 2)); // refused for the condition, then the resend refused
   CHECK(store::renewal_refused(server_error(10107, "not primary", MONGOC_ERROR_QUERY), 1, 1));
   CHECK_FALSE(store::renewal_refused(bad_value, 3, 2)); // a driver retry: an earlier copy's reply was lost
+  CHECK_FALSE(store::renewal_refused(server_error(50, "operation exceeded time limit"), 1, 1)); // cut mid-write
   CHECK_FALSE(store::renewal_refused(server_error(9001, "socket error", MONGOC_ERROR_STREAM), 1, 1));
   CHECK_FALSE(store::renewal_refused(server_error(64, "waiting for replication", MONGOC_ERROR_WRITE_CONCERN), 1, 1));
 }

@@ -43,7 +43,8 @@ void renew_filter(const LockSelector& which, bson_t* out, bool server_time);
 [[nodiscard]] bool refuses_server_time(const bson_error_t& error);
 
 // Whether a renewal that failed with `error` was refused, nothing of it applied: the server answered it with
-// an error (domain SERVER or QUERY: neither a lost reply nor a writeConcernError) and every copy handed to a
+// an error (domain SERVER or QUERY: neither a lost reply nor a writeConcernError; not a time limit, 50 or 262,
+// which cuts a write while it runs, and FerretDB v1 writes back after its read) and every copy handed to a
 // connection was one of mongolock's own sends (`writes_started`, the write commands started during the call,
 // equals `sends`), so no driver retry of a copy whose reply was lost hides behind the last answer (red team 7,
 // F6: a renewal refused for its server-time condition and again without it is not of unknown outcome).
@@ -62,7 +63,9 @@ public:
   // Whether the next renewal carries the condition; `time_for_resend`: its call has time for a second
   // findAndModify (one round trip) after the first.
   [[nodiscard]] bool sent(bool time_for_resend) const { return !m_lacking && (m_accepted || time_for_resend); }
-  // A renewal with the condition was answered: the server has it; every renewal carries it from now on.
+  // A renewal with the condition matched a document (so the server evaluated it): the server has it; every
+  // renewal carries it from now on. (FerretDB answers "matched nothing" without evaluating it when the rest
+  // of the filter matches no document: that is no proof.)
   void accepted() { m_accepted = true; }
   // A renewal sent with the condition failed with `error`: true when it is to be sent once more without it.
   // Never once the server has accepted the condition (accepted()): a refusal then (a mixed-version cluster,

@@ -141,9 +141,10 @@ bool history_insert_retryable(const bson_error_t& error) {
   return std::find(std::begin(codes), std::end(codes), error.code) != std::end(codes);
 }
 
-// Whether the reply's writeErrors are all duplicate keys (11000): a retry met the records an earlier copy
-// of the same insert wrote (their _ids are the client's), so they are recorded.
-bool only_duplicates(const bson_t* reply) {
+// Whether the reply's writeErrors are all duplicate keys (11000) of _id: a retry met the records an earlier
+// copy of the same insert wrote (their _ids are the client's), so they are recorded. Only for a retry: a first
+// copy's duplicate key (another unique index, a reused _id) is the server's refusal.
+bool only_duplicate_ids(const bson_t* reply) {
   bson_iter_t it;
   bson_iter_t errors;
   if (!bson_iter_init_find(&it, reply, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
@@ -153,8 +154,10 @@ bool only_duplicates(const bson_t* reply) {
   bool any = false;
   while (bson_iter_next(&errors)) {
     bson_iter_t code;
+    bson_iter_t message;
     if (!BSON_ITER_HOLDS_DOCUMENT(&errors) || !bson_iter_recurse(&errors, &code) || !bson_iter_find(&code, "code") ||
-        bson_iter_as_int64(&code) != 11000) {
+        bson_iter_as_int64(&code) != 11000 || !bson_iter_recurse(&errors, &message) ||
+        !bson_iter_find(&message, "errmsg") || iter_string(message).find("_id") == std::string::npos) {
       return false;
     }
     any = true;
@@ -190,7 +193,8 @@ void MongoStore::insert_runs(std::vector<RunRecord>& records) {
   BSON_APPEND_BOOL(command.get(), "ordered", false); // a retry inserts every record an earlier copy did not
   Reply reply;
   bson_error_t error;
-  for (int attempt = 1;; ++attempt) {
+  int attempt = 1;
+  for (;; ++attempt) {
     if (mongoc_collection_write_command_with_opts(runs, command.get(), impl.write_opts.get(), reply.get(), &error)) {
       break;
     }
@@ -209,7 +213,7 @@ void MongoStore::insert_runs(std::vector<RunRecord>& records) {
     impl.fail_write(fmt::format("insert of the run history of '{}'", records.front().name), error,
                     fmt::format("with 'mongolock history {}'", records.front().name), "_runs");
   }
-  if (only_duplicates(reply.get())) return; // records an earlier copy wrote: recorded
+  if (attempt > 1 && only_duplicate_ids(reply.get())) return; // records an earlier copy wrote: recorded
   // A write error (e.g. a document the server refuses) is in the reply, not in `error`.
   bson_iter_t it;
   if (bson_iter_init_find(&it, reply.get(), "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it)) {
