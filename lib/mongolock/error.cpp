@@ -8,6 +8,7 @@ namespace mongolock {
 Error usage_error(const std::string& message) { return Error(k_exit_usage, message); }
 Error unavailable_error(const std::string& message) { return Error(k_exit_unavailable, message); }
 Error unreachable_error(const std::string& message) { return Error(k_exit_unavailable, message, true); }
+Error refused_error(const std::string& message) { return Error(k_exit_unavailable, message, false, true); }
 Error internal_error(const std::string& message) { return Error(k_exit_internal, message); }
 
 int guarded_main(const Log& log, const std::function<int()>& body) noexcept {

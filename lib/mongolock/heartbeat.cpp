@@ -210,18 +210,25 @@ HeartbeatSteps::Renewal HeartbeatSteps::renew_one(std::size_t i) {
     // Nothing of the renewal reached a connection (its clock hello, server selection or connect failed):
     // no copy of it can land later, so the lease is not pinned to it (red team 6 F4: at --ttl 3s a connection
     // reset between renewals cost the lease although nothing was sent). Anything else may have been sent.
+    // Nor is a renewal the server refused, every copy of it answered with an error (Error::refused(): red team
+    // 7 F6, refused for its server-time condition and again without it): nothing of it was applied.
     const auto writes_after = m_locker.store().writes_sent();
     const bool unsent = writes_before && writes_after && *writes_before == *writes_after;
+    const bool refused = e.refused();
     {
       std::lock_guard lock(m_mutex);
       m_last_error = e.what();
-      if (!unsent) m_book.unknown(i, sent, m_book.server_bound(total));
+      if (!unsent && !refused) m_book.unknown(i, sent, m_book.server_bound(total));
       stopping = m_stop;
       late = Clock::now() >= deadline;
     }
     if (unsent) {
       m_log.debugf("lease renewal of '{}' was not sent: it failed before its write had a connection; the lease "
                    "counts on from its last confirmed renewal",
+                   lease.program);
+    } else if (refused) {
+      m_log.debugf("lease renewal of '{}' was refused by the server: nothing of it was applied; the lease counts on "
+                   "from its last confirmed renewal",
                    lease.program);
     }
     if (stopping || late) {

@@ -394,14 +394,30 @@ std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl, b
   for (int attempt = 0;; ++attempt) {
     live.renewed_before = stamp; // a late copy of this renewal never undoes a newer one
     const auto expires = std::max(*live.expires_after, stamp) + ttl;
-    if (m_store.renew(live, expires, stamp, ttl, mark_waiters) == 1) return expires;
+    if (m_store.renew(live, expires, stamp, ttl, mark_waiters) == 1) {
+      refuse_if_ended(which, expires);
+      return expires;
+    }
     // Renewed at or after this stamp by the holder (its heartbeat stamps from the latest): once more above it.
     const auto current = attempt == 0 ? m_store.find(which.program) : std::nullopt;
+    // Unexpired now, not at the command's start (red team 7, F3): a renewal that reached the server late must
+    // not revive a lock that expired meanwhile (FerretDB refuses the server-time condition that would).
+    live.expires_after = m_store.clock().latest(LeaseClock::now());
     if (!current || !outstamped(*current, live)) return std::nullopt;
     m_log.debugf("lock '{}' was renewed by its holder at {}, not before this renewal's stamp; renewing above it",
                  which.program, format_time(current->renewed_at));
     stamp = current->renewed_at + Millis(1);
   }
+}
+
+void Locker::refuse_if_ended(const LockSelector& which, ServerTime expires) {
+  const auto now = m_store.clock().latest(LeaseClock::now());
+  if (expires > now) return;
+  throw Error(which.token ? k_exit_token_gone : k_exit_not_holder,
+              fmt::format("lock '{}': the renewal reached the server after the lease had ended (renewed until {}, "
+                          "{} before the server's time now, as this host estimates it); the lock may have been "
+                          "taken: acquire it again",
+                          which.program, format_time(expires), format_duration(now - expires)));
 }
 
 bool Locker::renew(LockRecord& lock, Millis ttl, LocalTime sent) {

@@ -140,7 +140,10 @@ public:
   // server's clock can read (never in its future, whatever the handshake's delay: red team 4, F3), and only
   // a document last renewed before that stamp matches; one renewed at or after it by the same acquisition
   // (its heartbeat) is renewed once more, above that stamp (one find, one more findAndModify). Returns the
-  // new expiry, or nullopt when `which` selects no live lock.
+  // new expiry, or nullopt when `which` selects no live lock (the retry above a stamp checks "live" at the
+  // retry, not at the start: red team 7, F3). Throws Error (66 by token, else 65) when the renewal was
+  // written after the lease had ended (its new expiry not after the server's latest time once answered:
+  // red team 7, F2), and Error (69) on server errors.
   [[nodiscard]] std::optional<ServerTime> renew(const LockSelector& which, Millis ttl, bool mark_waiters = false);
 
   // Heartbeat renewal of `lock` to (the latest server time at `sent`) + ttl, where `sent` is the local
@@ -184,6 +187,11 @@ private:
     LockSelector which;
   };
   RenewalSent renew_once(LockRecord& lock, Millis ttl, LocalTime sent);
+  // renew(which...)'s last step: throws Error (66 with which.token, else 65) when `expires`, the expiry just
+  // written, is not after the server's time now (ServerClock::latest): the renewal reached the server after
+  // the lease had ended (a slow call, a lost reply sent again), and another host may hold the lock (red team
+  // 7, F2; FerretDB refuses the server-time condition that would have refused it there).
+  void refuse_if_ended(const LockSelector& which, ServerTime expires);
   void release_quietly(const LockRecord& lock);
   // try_acquire's parts: the document to insert (a new token), and the fencing token once inserted.
   static LockRecord new_lock(const AcquireRequest& request);

@@ -118,6 +118,11 @@ std::optional<LockRecord> MemoryStore::remove_where(const LockMatch& match) {
 
 std::int64_t MemoryStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                                 bool mark_waiters) {
+  if (before_renew) {
+    const auto hook = std::move(before_renew);
+    before_renew = nullptr;
+    hook();
+  }
   auto live = which; // never a released document (LockStore::renew), as MongoStore
   live.not_released = true;
   // MongoDB: never a document expired on the server's clock (the server-time condition, renew_filter());

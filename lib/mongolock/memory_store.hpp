@@ -52,6 +52,9 @@ public:
   // (once; FerretDB semantics only: with MongoDB's the write is atomic and this runs after it). Set it again
   // for more.
   std::function<void()> between;
+  // Runs at the start of the next renew(), before its filter is matched (once): what happens while a renewal
+  // is on its way to the server (another client's write, the server's clock moving on). Set it again for more.
+  std::function<void()> before_renew;
 
   // Another client's update of `waiters` on the one document `which` selects (what waiters of mongolock
   // 0.2.0 did; mongolock itself no longer sends it): for tests of what such a write does. Returns the

@@ -415,6 +415,26 @@ once_per_unrecorded_success_exits_69() {
   assert_free "$name"
 }
 
+# A success record refused in passing is sent again within the time the call has (red team 7, F5): once
+# "database is locked (517)" (FerretDB SQLite under contention, nothing written), once 10107 (an election).
+# Recorded: exit 0, and the next run, on any host, finds the success. Before: 69, and a waiting host ran the
+# job again in the period (5 of 5).
+once_per_record_retried_when_refused_in_passing() {
+  local name refusal
+  for refusal in "error 1 msg database is locked (517)" "error 10107"; do
+    name=$(lock_name)
+    [[ -e $T/failproxy.port ]] || failproxy_start
+    # shellcheck disable=SC2086 # the rule's words
+    proxy fail insert/_runs times 1 $refusal
+    expect_exit 0 -- ml -v --uri "$FP_URI" run "$name" --once-per 1h -- true
+    assert_matches "$T/failproxy.log" "insert on ${MONGOLOCK_COLLECTION}_runs: ${refusal%% msg*}"
+    assert_contains "$ERR" "the server refused the history record of '$name'"
+    assert_contains "$ERR" "recorded the run in the history of '$name' (ok)"
+    expect_exit 0 -- ml run "$name" --once-per 1h -- touch "$T/ran-again"
+    [[ ! -e $T/ran-again ]] || fail "the job ran again within --once-per after a refusal ($refusal)"
+  done
+}
+
 bad_values() {
   local name
   name=$(lock_name)
@@ -449,5 +469,7 @@ run_case "--min-hold outlives a dead holder: the guardian's release and the inst
 run_case "--once-per: the success is recorded before the release" once_per_records_before_releasing
 run_case "--once-per: a queue read cut after a renewal does not cost the success record" once_per_record_survives_a_cut_queue_read
 run_case "--once-per: a success the server refused to record exits 69, not 0" once_per_unrecorded_success_exits_69
+run_case "--once-per: a success record refused in passing (517, 10107) is sent again: recorded" \
+  once_per_record_retried_when_refused_in_passing
 run_case "bad --splay and --once-per values, --once-per with --slots: 64 with one line" bad_values
 finish

@@ -4,6 +4,7 @@
 # never taken and a lock released within its minimum hold are refused with 65 (66 by --token: not held any
 # more) and nothing changes.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/failproxy.sh"
 
 HOLDER="$HOST:4242" # a holder identity other than any caller here
 
@@ -252,6 +253,47 @@ server_time_condition_renew() {
   expect_exit 0 -- ml release "$name" --token "$token"
 }
 
+# Red team 7, F2: a renewal that reaches the server after the lease ended (failproxy holds its first copy 6 s,
+# past the 3 s TTL) is refused with 66, never "renewed until" a time already past. On FerretDB (which refuses
+# the server-time condition and takes the resend without it) the write lands with an expiry already past and
+# the client refuses it after the call; a server that evaluates the condition refuses the write (66: expired).
+# Before: exit 0, the lock free on the server (7 of 7).
+renewal_landed_after_the_lease() {
+  local name token
+  name=$(lock_name)
+  failproxy_start
+  token=$(ml acquire "$name" --ttl 3s)
+  proxy fail findAndModify:update times 1 delay 6000
+  expect_exit 66 -- ml --uri "$FP_URI" renew "$name" --token "$token"
+  assert_matches "$PROXY_LOG" "findAndModify on .*: delay 6000"
+  if [[ $(server_is_ferretdb) == yes ]]; then
+    assert_error_line "the renewal reached the server after the lease had ended"
+    assert_contains "$ERR" "acquire it again"
+  else
+    assert_error_line "nothing was renewed"
+  fi
+  expect_exit 1 -- ml status "$name"
+}
+
+# Red team 7, F3: `renew --token T --ttl 1h` held 7 s on its way while `renew --token T --ttl 1s` stamps
+# after it; the lock expires 1 s later (the acquisition's 5 s leave time for that second renew under load).
+# The late renewal matches nothing (renewed_before) and its retry above the newer stamp checks "unexpired"
+# at the retry, not at its start: 66, the lock stays expired. Before: exit 0, the expired lock held for
+# 59m55s (2 of 2).
+late_renewal_never_revives() {
+  local name token
+  name=$(lock_name)
+  failproxy_start
+  token=$(ml acquire "$name" --ttl 5s)
+  proxy fail findAndModify:update times 1 delay 7000
+  start_bg late ml -v --uri "$FP_URI" renew "$name" --token "$token" --ttl 1h
+  wait_until 10 grep -qE "findAndModify on .*: delay 7000" "$PROXY_LOG"
+  expect_exit 0 -- ml renew "$name" --token "$token" --ttl 1s
+  expect_bg_exit 66 "$BG_PID" late 30
+  assert_contains "$T/late.err" "nothing was renewed"
+  expect_exit 1 -- ml status "$name"
+}
+
 run_case "renew extends expires_at; --ttl is respected" extends_expiry
 run_case "renew without --ttl keeps the lock's own TTL (MONGOLOCK_TTL sets one)" default_ttl_is_the_locks_own
 run_case "renew --token" by_token
@@ -265,4 +307,6 @@ run_case "renew: bad --ttl, --token, --process give 64" bad_arguments
 run_case "a run's renewals: FerretDB refuses the server-time condition once per process, the lease holds" \
   server_time_condition_run
 run_case "renew --token: FerretDB's refusal of the server-time condition is not 'not held'" server_time_condition_renew
+run_case "renew answered after the lease ended: 66, never 'renewed until' a past time" renewal_landed_after_the_lease
+run_case "a late renew outstamped by another of its token never revives the expired lock" late_renewal_never_revives
 finish

@@ -415,7 +415,7 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
   const bool time_for_resend = !m_call_deadline || *m_call_deadline - m_client.local_now() >= 2 * round_trip;
   const bool with_condition = m_server_time.sent(time_for_resend);
   auto matched = send_renewal(renewal, with_condition);
-  if (matched && with_condition) m_server_time.accepted();
+  if (matched && *matched > 0 && with_condition) m_server_time.accepted(); // evaluated: as MongoStore
   if (!matched) {
     bson_error_t refusal{};
     bson_set_error(&refusal, MONGOC_ERROR_SERVER, 238, "The operator $gt is not implemented yet");

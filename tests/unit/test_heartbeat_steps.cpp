@@ -151,6 +151,39 @@ TEST_CASE("A renewal answered at the very instant of the renew deadline does not
   CHECK(steps.deadline() == deadline);
 }
 
+// Red team 7, F6: a renewal the server refused (refused for its server-time condition, and its resend refused
+// too: both error answers, nothing applied) was booked as a renewal of unknown outcome and pinned the lease to
+// its send time; at a short TTL the pin costs the lease. A refusal pins nothing; any other failure still does.
+TEST_CASE("A renewal the server refused pins nothing: the next confirmed renewal counts from its own send") {
+  for (const bool refused : {true, false}) {
+    struct Fixed final : TimeSource {
+      LocalTime t{std::chrono::seconds(1000)};
+      LocalTime now() noexcept override { return t; }
+    } fixed;
+    struct Restore {
+      TimeSource* previous;
+      ~Restore() { set_time_source(previous); }
+    } restore{set_time_source(&fixed)};
+    MemoryStore store(WriteSemantics::ferretdb_v1); // its `between` hook runs inside the renewal, before its write
+    Held held(store, 30s);
+    auto& [quiet, locker, locks, timing] = held;
+    HeartbeatSteps steps(locker, locks, timing, quiet, {});
+    fixed.t = steps.next_wakeup();
+    store.between = [&] {
+      const std::string message = "renewal of lock 'job' on db.locks failed: unknown top level operator: $expr";
+      throw refused ? refused_error(message) : unavailable_error(message);
+    };
+    const auto failed_at = fixed.t;
+    CHECK(steps.step()); // failed, to be retried
+    fixed.t = steps.next_wakeup();
+    REQUIRE(fixed.t > failed_at);
+    const auto renewed_at = fixed.t;
+    CHECK(steps.step());
+    CAPTURE(refused);
+    CHECK(steps.deadline() == (refused ? renewed_at : failed_at) + timing.renew_deadline);
+  }
+}
+
 // Issue 27: the queue read after a renewal ran on what was left of the renewal's call bound (a few ms
 // after a slow renewal), and a reconnect inside it escaped that bound. It gets limits of its own.
 TEST_CASE("The queue read after a renewal runs under a bound of its own, not the renewal's") {

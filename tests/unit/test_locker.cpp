@@ -289,6 +289,65 @@ TEST_CASE("A renew by holder that matches nothing never renews a later acquisiti
   }
 }
 
+TEST_CASE("A renewal answered after the lease ended is refused, not reported as renewed until a past time") {
+  // Red team 7, F2: `renew --token` whose call took longer than the lease (a slow call, a lost reply sent
+  // again) wrote an expiry already past on the server's clock and exited 0; another host took the lock at
+  // once. The server's clock moves 10 s on while the renewal travels (MongoDB: after it is applied; FerretDB
+  // v1: between its read and its write-back).
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    for (const bool by_token : {true, false}) {
+      MemoryStore store(semantics);
+      Locker holder(store, quiet);
+      const auto lock = holder.try_acquire(request("job", "a:1", 3s));
+      REQUIRE(lock);
+      const auto accurate = store.clock();
+      const auto start = LeaseClock::now(); // 0.5 s after the acquisition: its stamp is older than the renewal's
+      store.set_clock(ServerClock(accurate.at(start) + 500ms, 0ms, start));
+      store.between = [&] {
+        const auto now = LeaseClock::now();
+        store.set_clock(ServerClock(accurate.at(now) + 10s, 0ms, now));
+      };
+      Locker other(store, quiet);
+      const auto which = by_token ? LockSelector{.program = "job", .token = lock->token}
+                                  : LockSelector{.program = "job", .process = "a:1"};
+      CAPTURE(semantics == WriteSemantics::mongodb);
+      CAPTURE(by_token);
+      try {
+        const auto expires = other.renew(which, 3s);
+        FAIL("renewed until ", format_time(expires.value_or(ServerTime{})), ", before the server's time now");
+      } catch (const Error& e) {
+        CHECK(e.exit_code() == (by_token ? k_exit_token_gone : k_exit_not_holder));
+        CHECK(std::string(e.what()).find("after the lease had ended") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("A late renewal outstamped by another renewal of its token never revives the lock that expired meanwhile") {
+  // Red team 7, F3: `renew --token T --ttl 1h` delayed 5 s on its way; 0.5 s in, `renew --token T` (3 s)
+  // stamped after it. The lock expired on the server at 3.5 s; at 5 s the late renewal matched nothing
+  // (renewed_before) and its outstamp retry, checking "unexpired" against the command start's time, renewed
+  // the expired lock for an hour (FerretDB refuses the server-time condition; MongoDB's refuses the write).
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    const auto lock = holder.try_acquire(request("job", "a:1", 3s));
+    REQUIRE(lock);
+    const auto accurate = store.clock();
+    const auto start = store.clock().now();
+    store.before_renew = [&] {
+      REQUIRE(store.renew(LockSelector{.program = "job", .token = lock->token}, start + 3500ms, start + 500ms, 3s) ==
+              1);
+      const auto now = LeaseClock::now();
+      store.set_clock(ServerClock(accurate.at(now) + 5s, 0ms, now));
+    };
+    Locker late(store, quiet);
+    CHECK_FALSE(late.renew(LockSelector{.program = "job", .token = lock->token}, 1h));
+    CHECK(store.documents().at("job").expires_at == start + 3500ms);
+    CHECK(store.documents().at("job").renewed_at == start + 500ms);
+  }
+}
+
 TEST_CASE("renew right after the holder's heartbeat stamped ahead of it renews above that stamp") {
   // The heartbeat stamps from its estimate's upper bound, renew from the earliest: a renew just after a
   // heartbeat renewal finds renewed_at at or after its own stamp and renews once more above it.

@@ -203,6 +203,26 @@ TEST_CASE("ServerTimeCondition: once a renewal with it was answered, every renew
   CHECK(condition.sent(true));
 }
 
+TEST_CASE("ServerTimeCondition: once the server accepted it, a refusal is that renewal's error, not a resend") {
+  // Red team 7, F6: a mixed-version cluster or a proxy answering one renewal like a server without $$NOW, and
+  // a resend without the condition that succeeds, switched it off for the rest of the process.
+  store::ServerTimeCondition condition;
+  condition.accepted();
+  CHECK_FALSE(condition.resend_without(server_error(238, "Aggregation expression variables are not implemented yet")));
+  CHECK_FALSE(condition.resend_without(server_error(2, "unknown top level operator: $expr")));
+  CHECK(condition.sent(true));
+}
+
+TEST_CASE("renewal_refused: every copy sent answered with an error is a refusal; a lost reply or a retry is not") {
+  const auto bad_value = server_error(2, "unknown top level operator: $expr");
+  CHECK(store::renewal_refused(bad_value, 2, 2)); // refused for the condition, then the resend refused
+  CHECK(store::renewal_refused(server_error(10107, "not primary", MONGOC_ERROR_QUERY), 1, 1));
+  CHECK_FALSE(store::renewal_refused(bad_value, 3, 2)); // a driver retry: an earlier copy's reply was lost
+  CHECK_FALSE(store::renewal_refused(server_error(50, "operation exceeded time limit"), 1, 1)); // cut mid-write
+  CHECK_FALSE(store::renewal_refused(server_error(9001, "socket error", MONGOC_ERROR_STREAM), 1, 1));
+  CHECK_FALSE(store::renewal_refused(server_error(64, "waiting for replication", MONGOC_ERROR_WRITE_CONCERN), 1, 1));
+}
+
 TEST_CASE("A lock document reads back as written, every stored field") {
   LockRecord lock;
   lock.id = "0123456789abcdef01234567";

@@ -42,6 +42,14 @@ void renew_filter(const LockSelector& which, bson_t* out, bool server_time);
 // (internal/handler/common/aggregations/operators/expr.go) and MongoDB's error_codes.yml.
 [[nodiscard]] bool refuses_server_time(const bson_error_t& error);
 
+// Whether a renewal that failed with `error` was refused, nothing of it applied: the server answered it with
+// an error (domain SERVER or QUERY: neither a lost reply nor a writeConcernError; not a time limit, 50 or 262,
+// which cuts a write while it runs, and FerretDB v1 writes back after its read) and every copy handed to a
+// connection was one of mongolock's own sends (`writes_started`, the write commands started during the call,
+// equals `sends`), so no driver retry of a copy whose reply was lost hides behind the last answer (red team 7,
+// F6: a renewal refused for its server-time condition and again without it is not of unknown outcome).
+[[nodiscard]] bool renewal_refused(const bson_error_t& error, std::uint64_t writes_started, std::uint64_t sends);
+
 // Whether one store (one mongolock process) sends the server-time condition with its renewals: until a
 // renewal refused for it (refuses_server_time()) is accepted when sent once more without it; never again
 // after that (one refused findAndModify per process on FerretDB v1). A resend that fails too (refused again:
@@ -55,11 +63,15 @@ public:
   // Whether the next renewal carries the condition; `time_for_resend`: its call has time for a second
   // findAndModify (one round trip) after the first.
   [[nodiscard]] bool sent(bool time_for_resend) const { return !m_lacking && (m_accepted || time_for_resend); }
-  // A renewal with the condition was answered: the server has it; every renewal carries it from now on.
+  // A renewal with the condition matched a document (so the server evaluated it): the server has it; every
+  // renewal carries it from now on. (FerretDB answers "matched nothing" without evaluating it when the rest
+  // of the filter matches no document: that is no proof.)
   void accepted() { m_accepted = true; }
   // A renewal sent with the condition failed with `error`: true when it is to be sent once more without it.
+  // Never once the server has accepted the condition (accepted()): a refusal then (a mixed-version cluster,
+  // a proxy) is that renewal's error, and the condition stays on for the process (red team 7, F6).
   [[nodiscard]] bool resend_without(const bson_error_t& error) const {
-    return !m_lacking && refuses_server_time(error);
+    return !m_lacking && !m_accepted && refuses_server_time(error);
   }
   // The resend without the condition succeeded: the server lacks it; renewals go without it from now on.
   // Returns true the first time only (to say so once).

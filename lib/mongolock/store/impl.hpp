@@ -160,6 +160,12 @@ struct MongoStore::Impl {
     throw unavailable_error(fmt::format("{} on {}: outcome unknown, the server may have applied it ({}); check {}",
                                         what, where(suffix), driver_text(error), check));
   }
+  // For a write every copy of which the server refused (store::renewal_refused()): as fail(), an Error (69)
+  // that says refused(), so that the heartbeat does not count it as a renewal of unknown outcome.
+  [[noreturn]] void fail_refused(std::string_view what, const bson_error_t& error) const {
+    failed = true;
+    throw refused_error(fmt::format("{} on {} failed: {}{}", what, where({}), driver_text(error), hint_suffix(error)));
+  }
   // True when a write that failed with `error` may still have been applied: a network error or timeout
   // after it was sent (the stream's errors; server selection again for a retried write), or a write
   // concern error (applied on the primary, not confirmed by a majority). An error answer of the server

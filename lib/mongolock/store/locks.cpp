@@ -197,6 +197,13 @@ bool refuses_server_time(const bson_error_t& error) {
          (error.code == bad_value && std::string_view(error.message).find("$expr") != std::string_view::npos);
 }
 
+bool renewal_refused(const bson_error_t& error, std::uint64_t writes_started, std::uint64_t sends) {
+  constexpr std::uint32_t max_time_expired = 50;     // MaxTimeMSExpired: cut while it ran
+  constexpr std::uint32_t exceeded_time_limit = 262; // ExceededTimeLimit: the same, from a mongos
+  return (error.domain == MONGOC_ERROR_SERVER || error.domain == MONGOC_ERROR_QUERY) &&
+         error.code != max_time_expired && error.code != exceeded_time_limit && writes_started == sends;
+}
+
 void renew_update(ServerTime expires_at, ServerTime renewed_at, Millis ttl, bool mark_waiters, bson_t* out) {
   bson_t set;
   BSON_APPEND_DOCUMENT_BEGIN(out, "$set", &set);
@@ -291,6 +298,16 @@ bool MongoStore::Impl::send_renewal(const LockSelector& which, const bson_t* upd
                                                    &error);
 }
 
+namespace {
+
+// Whether a findAndModify's reply returned a document (`value`): its filter matched one.
+bool returned_document(Reply& reply) {
+  bson_iter_t it;
+  return bson_iter_init_find(&it, reply.get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it);
+}
+
+} // namespace
+
 std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                                bool mark_waiters) {
   m_impl->connect();
@@ -305,14 +322,19 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
   const bool time_for_resend =
       !impl.call_deadline.until || *impl.call_deadline.until - LeaseClock::now() >= 2 * round_trip;
   const bool with_condition = impl.server_time.sent(time_for_resend);
+  const auto started_before = impl.monitor.writes_started;
+  std::uint64_t sends = 1;
   Reply* reply = &first;
   bool ok = impl.send_renewal(which, update.get(), with_condition, first, error);
-  if (ok && with_condition) impl.server_time.accepted();
+  // Accepted only when it matched a document: FerretDB answers "matched nothing" without evaluating the
+  // condition when the rest of the filter matches no document (a semaphore's other slot, a wrong token).
+  if (ok && with_condition && returned_document(first)) impl.server_time.accepted();
   if (!ok && with_condition && impl.server_time.resend_without(error)) {
     // The server refused the server-time condition before it read anything: the same renewal without it,
     // once; renewals go without it from now on only when this one is accepted (ServerTimeCondition).
     const auto refusal = impl.driver_text(error);
     reply = &again;
+    ++sends;
     ok = impl.send_renewal(which, update.get(), false, again, error);
     if (ok && impl.server_time.lacking()) {
       impl.log.debugf("the server refuses a renewal's server-time condition ({}); renewals are sent without it from "
@@ -322,11 +344,11 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
     }
   }
   if (!ok) {
-    impl.fail_write(fmt::format("renewal of lock '{}'", which.program), error,
-                    fmt::format("its expiry with 'mongolock status {}'", which.program));
+    const auto what = fmt::format("renewal of lock '{}'", which.program);
+    if (renewal_refused(error, impl.monitor.writes_started - started_before, sends)) impl.fail_refused(what, error);
+    impl.fail_write(what, error, fmt::format("its expiry with 'mongolock status {}'", which.program));
   }
-  bson_iter_t it;
-  return bson_iter_init_find(&it, reply->get(), "value") && BSON_ITER_HOLDS_DOCUMENT(&it) ? 1 : 0;
+  return returned_document(*reply) ? 1 : 0;
 }
 
 std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <thread>
 
 namespace mongolock {
 
@@ -127,6 +128,43 @@ RunRecord run_from_bson(const bson_t* doc) {
 // {sort: {ended_at: -1, _id: -1}}: newest first, ties in a fixed order.
 void append_newest_first(bson_t* opts) { append_sort(opts, {{"ended_at", -1}, {"_id", -1}}); }
 
+// Whether a history insert refused with `error` is sent again (red team 7, F5): the server answered, nothing
+// was written, and the refusal is a passing one: FerretDB v1 on SQLite under contention ("database is locked
+// (517)", as append_event retries it: docs/compatibility.md) or an election's (the retryable writes spec's
+// codes: HostUnreachable 6, HostNotFound 7, NetworkTimeout 89, ShutdownInProgress 91, PrimarySteppedDown
+// 189, ExceededTimeLimit 262, SocketException 9001, NotWritablePrimary 10107, InterruptedAtShutdown 11600,
+// InterruptedDueToReplStateChange 11602, NotPrimaryNoSecondaryOk 13435, NotPrimaryOrSecondary 13436).
+bool history_insert_retryable(const bson_error_t& error) {
+  if (error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) return false;
+  if (std::string_view(error.message).find("database is locked (517)") != std::string_view::npos) return true;
+  constexpr std::uint32_t codes[] = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436};
+  return std::find(std::begin(codes), std::end(codes), error.code) != std::end(codes);
+}
+
+// Whether the reply's writeErrors are all duplicate keys (11000) of _id: a retry met the records an earlier
+// copy of the same insert wrote (their _ids are the client's), so they are recorded. Only for a retry: a first
+// copy's duplicate key (another unique index, a reused _id) is the server's refusal.
+bool only_duplicate_ids(const bson_t* reply) {
+  bson_iter_t it;
+  bson_iter_t errors;
+  if (!bson_iter_init_find(&it, reply, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+      !bson_iter_recurse(&it, &errors)) {
+    return false;
+  }
+  bool any = false;
+  while (bson_iter_next(&errors)) {
+    bson_iter_t code;
+    bson_iter_t message;
+    if (!BSON_ITER_HOLDS_DOCUMENT(&errors) || !bson_iter_recurse(&errors, &code) || !bson_iter_find(&code, "code") ||
+        bson_iter_as_int64(&code) != 11000 || !bson_iter_recurse(&errors, &message) ||
+        !bson_iter_find(&message, "errmsg") || iter_string(message).find("_id") == std::string::npos) {
+      return false;
+    }
+    any = true;
+  }
+  return any;
+}
+
 } // namespace
 
 mongoc_collection_t* MongoStore::Impl::runs_collection(bool ensure_index) {
@@ -152,12 +190,30 @@ void MongoStore::insert_runs(std::vector<RunRecord>& records) {
     bson_append_document_end(&documents, &doc);
   }
   bson_append_array_end(command.get(), &documents);
+  BSON_APPEND_BOOL(command.get(), "ordered", false); // a retry inserts every record an earlier copy did not
   Reply reply;
   bson_error_t error;
-  if (!mongoc_collection_write_command_with_opts(runs, command.get(), impl.write_opts.get(), reply.get(), &error)) {
+  int attempt = 1;
+  for (;; ++attempt) {
+    if (mongoc_collection_write_command_with_opts(runs, command.get(), impl.write_opts.get(), reply.get(), &error)) {
+      break;
+    }
+    // Refused in passing (nothing written): again, within the time the call has (red team 7, F5: one refusal
+    // of a --once-per success record let the next host run the job again in the same period).
+    const auto pause = std::min(Millis(50) * (1 << std::min(attempt - 1, 4)), Millis(1000));
+    const auto until = impl.call_deadline.until;
+    if (history_insert_retryable(error) && (until ? LeaseClock::now() + pause < *until : attempt < 5)) {
+      impl.log.debugf("the server refused the history record of '{}' ({}); sending it again", records.front().name,
+                      impl.driver_text(error));
+      ++impl.monitor.resent["insert"];
+      std::this_thread::sleep_for(pause);
+      bson_destroy(reply.get()); // the next call initializes it again (libmongoc: always, also on failure)
+      continue;
+    }
     impl.fail_write(fmt::format("insert of the run history of '{}'", records.front().name), error,
                     fmt::format("with 'mongolock history {}'", records.front().name), "_runs");
   }
+  if (attempt > 1 && only_duplicate_ids(reply.get())) return; // records an earlier copy wrote: recorded
   // A write error (e.g. a document the server refuses) is in the reply, not in `error`.
   bson_iter_t it;
   if (bson_iter_init_find(&it, reply.get(), "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it)) {
