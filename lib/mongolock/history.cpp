@@ -132,11 +132,9 @@ void close_runs(RunStore& store, const std::string& name) {
   for (const auto& entry : by_lock)
     locks.push_back(entry.first);
   std::vector<RunRecord> grown;
-  std::vector<std::int64_t> was;
   for (auto run : store.runs_holding(name, locks)) {
     auto& [fold, seen] = by_lock[run.lock];
     if (fold.count <= run.skips) continue;
-    was.push_back(run.skips);
     for (const auto& host : run.skipped_on)
       seen.insert(host);
     sample_hosts(fold, seen);
@@ -145,7 +143,7 @@ void close_runs(RunStore& store, const std::string& name) {
     run.skipped_on = fold.names;
     grown.push_back(std::move(run));
   }
-  if (!grown.empty()) store.update_skips(grown, was);
+  if (!grown.empty()) store.update_skips(grown);
 }
 
 } // namespace
@@ -343,7 +341,7 @@ std::vector<RunRecord> RunStore::runs_holding(std::string_view name, const std::
   return out;
 }
 
-void RunStore::update_skips(const std::vector<RunRecord>& /*runs*/, const std::vector<std::int64_t>& /*was*/) {}
+void RunStore::update_skips(const std::vector<RunRecord>& /*runs*/) {}
 
 void RunStore::record_last_runs(const std::vector<RunRecord>& /*runs*/) {}
 

@@ -85,7 +85,7 @@ public:
                                                     RunKind kind) override;
   [[nodiscard]] std::vector<RunRecord> runs_holding(std::string_view name,
                                                     const std::vector<std::string>& locks) override;
-  void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was) override;
+  void update_skips(const std::vector<RunRecord>& runs) override;
   void record_last_runs(const std::vector<RunRecord>& runs) override;
   [[nodiscard]] std::vector<RunRecord> last_runs(const std::vector<std::string>& names) override;
   [[nodiscard]] std::vector<RunRecord>

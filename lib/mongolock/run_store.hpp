@@ -83,10 +83,11 @@ public:
   [[nodiscard]] virtual std::vector<RunRecord> runs_holding(std::string_view name,
                                                             const std::vector<std::string>& locks);
 
-  // Sets skips, skip_hosts and skipped_on of each of `runs` (by _id) to its values, each only while its
-  // stored skips is still `was[i]` (0: also when absent): a compare-and-set, so that two purges counting at
-  // once never lower a count. One update command. The default does nothing.
-  virtual void update_skips(const std::vector<RunRecord>& runs, const std::vector<std::int64_t>& was);
+  // Raises skips and skip_hosts of each of `runs` (by _id) to its values where they are lower ($max: two
+  // purges counting at once never lower a count) and sets its skipped_on (a sample of host names: of two
+  // such purges, the last one's). One update command, filtered by _id alone (served by FerretDB SQLite's
+  // primary key, not a scan). The default does nothing.
+  virtual void update_skips(const std::vector<RunRecord>& runs);
 
   // Stores `runs` (executed runs) as their names' last run in "<collection>_lastrun", each only if it
   // ended after the one stored (a newer one stays; a lost race between two readers is not an error). Written

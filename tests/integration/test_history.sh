@@ -248,6 +248,8 @@ fleet_herd_folds_skips() {
   expect_exit 0 -- ml check "$name" --max-age 1h
   assert_matches "$OUT" "^MONGOLOCK OK - "
   expect_exit 0 -- env MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" run "$name" -- true
+  # The purge is best effort (a warning, exit 0): a failed one would show below only as a count.
+  [[ ! -s $ERR ]] || fail_with "the purging run printed a warning" stderr "$ERR"
   runs "$name"
   assert_eq "$(json "$T/runs" 'len([r for r in d if r["outcome"] == "ok"])')" "$((ok + 1))" "executed runs kept"
   assert_eq "$(json "$T/runs" 'len([r for r in d if r["outcome"] == "skipped"])')" "100" \
