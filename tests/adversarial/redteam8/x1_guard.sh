@@ -17,6 +17,10 @@
 #                    unshare -p -f --mount-proc (the outer job cgroup is an ancestor of the inner one)
 #         su         su root -c '... unshare -p -f --mount-proc release' (cgroup kept: 64)
 #         renew_cgmove  cgmove, then `renew --ttl 1s` instead of release
+#         slots      the run holds a semaphore slot (--slots 2); the job releases NAME --token through
+#                    unshare -p -f --mount-proc (the slot's document must be found and refused: 64)
+#         multi      run NAME-first NAME: the job releases its second name NAME --process HOLDER through
+#                    unshare -p -f --mount-proc (64 expected)
 #         nocg       the run made no cgroup for its job (MONGOLOCK_CGROUP=off: as on a cgroup v1 host, or no
 #                    writable cgroup2), the release through unshare -p -f --mount-proc (documented)
 #   bash x1_guard.sh other_pidns|other_cgns  (wrong refusals; no contender): the job acquires NAME-other
@@ -38,7 +42,8 @@ cmd_of() {
   cgnest) echo "$E sh -c \"d=$OWNCG/rt8sub && mkdir \\\$d && echo \\\$\\\$ >\\\$d/cgroup.procs && sed -n 's/^0::/cgroup now /p' /proc/self/cgroup >&2 && exec unshare -p -f --mount-proc $REL\"" ;;
   cgns) echo "$E unshare -C -p -f --mount-proc sh -c \"sed -n 's/^0::/cgroup now /p' /proc/self/cgroup >&2; exec $REL\"" ;;
   cgns_tree) echo "$E unshare -C $REL" ;;
-  nocg) echo "$E unshare -p -f --mount-proc $REL" ;;
+  nocg|slots) echo "$E unshare -p -f --mount-proc $REL" ;;
+  multi) echo "$E unshare -p -f --mount-proc $ML release $NAME --process \$MONGOLOCK_HOLDER" ;;
   nested) echo "$ML --uri $SERVER_URI run \$MONGOLOCK_NAME-inner --ttl 30s -- $E MONGOLOCK_NAME=\$MONGOLOCK_NAME MONGOLOCK_TOKEN=\$MONGOLOCK_TOKEN sh -c \"sed -n 's/^0::/cgroup now /p' /proc/self/cgroup >&2; env -i PATH=$PATH MONGOLOCK_URI=$SERVER_URI unshare -p -f --mount-proc $ML release \\\$MONGOLOCK_NAME --token \\\$MONGOLOCK_TOKEN\"" ;;
   su) echo "$E su root -s /bin/sh -c \"unshare -p -f --mount-proc $ML --uri $SERVER_URI release \$MONGOLOCK_NAME --token \$MONGOLOCK_TOKEN\"" ;;
   esac
@@ -56,7 +61,8 @@ if [[ $case_ == other_* ]]; then other "$case_"; exit 0; fi
 for i in $(seq "$n"); do
   new_case "x1$case_"
   cg=; [[ $case_ == nocg ]] && cg=off
-  MONGOLOCK_CGROUP=$cg setsid "$ML" -v --uri "$SERVER_URI" run "$NAME" --ttl "$TTL" -- sh -c "$(cmd_of "$case_"); echo \"cmd rc=\$?\" >&2; exec python3 $HOLDERS_PY job $HOLDERS --seconds $JOB" \
+  extra=(); [[ $case_ == slots ]] && extra=(--slots 2); first=$NAME; [[ $case_ == multi ]] && first=$NAME-first extra=("$NAME")
+  MONGOLOCK_CGROUP=$cg setsid "$ML" -v --uri "$SERVER_URI" run "$first" "${extra[@]}" --ttl "$TTL" -- sh -c "$(cmd_of "$case_"); echo \"cmd rc=\$?\" >&2; exec python3 $HOLDERS_PY job $HOLDERS --seconds $JOB" \
     >"$W/a.out" 2>"$W/a.err" &
   echo $! >"$W/a.pid"
   wait_acq

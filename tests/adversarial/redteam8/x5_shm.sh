@@ -30,7 +30,7 @@ m=$!
 wait_acq
 sleep 0.5
 f=$(ls /dev/shm/mongolock-run-"$m"-*.lock 2>/dev/null)
-echo "   holder file $(basename "$f"): $(stat -c %s "$f" 2>/dev/null) bytes"
+echo "   holder file $(basename "$f"): $(stat -c %s "$f" 2>/dev/null) bytes, $(tr -d "\\000" <"$f" 2>/dev/null | wc -c) of them not NUL"
 g=$(ps -o pid= --ppid "$m" | head -1 | tr -d ' ')
 kill -STOP "$g" "$m"; kill -KILL "$g" "$m"
 t0=$(now_ms)
