@@ -8,8 +8,10 @@
 # holder_verdict() whether it may take the lock over at once.
 # Everything runs inside one private mount namespace (unshare -m) whose /dev/shm is a small tmpfs of its own,
 # so the machine's /dev/shm is never filled. Root only.
-#   bash x5_shm.sh full|control [N]
+#   bash x5_shm.sh full|inodes|control [N]
 #   full:     the private /dev/shm filled (dd until ENOSPC) after the sweep stamp is made
+#   inodes:   the private /dev/shm out of inodes (nr_inodes=64, filled with empty files): no holder file at
+#             all (and libmongoc's counters fall back to memory: no MONGOC_DISABLE_SHM needed)
 #   control:  the same, /dev/shm not filled (the file records the job's cgroup: no instant takeover)
 # The surviving part of the job is holders.py's job (JOB=8 s); the same-host run waits (--wait 60s) with a
 # 2 s job; overlap by holders.py check.
@@ -20,9 +22,11 @@ if [[ -z $RT8_INNER ]]; then
   exit 0
 fi
 new_case "x5$case_"
-mount -t tmpfs -o size=2m,mode=1777 rt8shm /dev/shm || { echo "cannot mount a private /dev/shm"; exit 2; }
+opts=size=2m,mode=1777; [[ $case_ == inodes ]] && opts=$opts,nr_inodes=64
+mount -t tmpfs -o "$opts" rt8shm /dev/shm || { echo "cannot mount a private /dev/shm"; exit 2; }
 "$ML" --uri "$SERVER_URI" status "$NAME" >/dev/null 2>&1 # makes this user's sweep stamp (any run would)
 if [[ $case_ == full ]]; then dd if=/dev/zero of=/dev/shm/rt8-fill bs=64k 2>/dev/null; fi
+if [[ $case_ == inodes ]]; then for k in $(seq 100); do : >/dev/shm/rt8-inode-$k 2>/dev/null || break; done; fi
 echo "   private /dev/shm: $(df -h /dev/shm | awk 'NR==2 {print $3 " used, " $4 " free"}')" 
 setsid "$ML" -v --uri "$SERVER_URI" run "$NAME" --ttl "$TTL" -- sh -c \
   "setsid python3 $HOLDERS_PY job $HOLDERS --seconds $JOB </dev/null >/dev/null 2>&1 & sleep 60" >"$W/a.out" 2>"$W/a.err" &
