@@ -9,7 +9,10 @@
 #          delay (forwarded DELAY=2500 ms late: the call is abandoned first), hang (never forwarded),
 #          blackout (BLACKOUT=1500 ms silent failover at the renewal), wce (applied, writeConcernError 64),
 #          wce91 (applied, writeConcernError 91 ShutdownInProgress: retryable), err11602 (not forwarded,
-#          11602 InterruptedDueToReplStateChange), err517 (not forwarded, "database is locked (517)")
+#          11602 InterruptedDueToReplStateChange), err517 (not forwarded, "database is locked (517)"),
+#          closeafter_then10107 (applied and reset; the driver's retry of the retryable write answered 10107
+#          without the label: the error the run sees is a server's refusal, but the first copy was applied),
+#          losereply_then517 (applied, reply dropped; a retry, if any, refused with 517)
 source "$(dirname "$0")/lib.sh"
 fault=${1:-closeafter}; n=${2:-1}; TTL=${TTL:-3s}; JOB=${JOB:-8}
 for i in $(seq "$n"); do
@@ -27,6 +30,8 @@ for i in $(seq "$n"); do
   wce) proxy fail findAndModify:update times 1 wce 64 ;;
   wce91) proxy fail findAndModify:update times 1 wce 91 ;;
   err11602) proxy fail findAndModify:update times 1 error 11602 ;;
+  closeafter_then10107) proxy fail findAndModify:update times 1 close-after; proxy fail findAndModify:update times 1 error 10107 nolabel ;;
+  losereply_then517) proxy fail findAndModify:update times 1 lose-reply; proxy fail findAndModify:update times 1 error 1 msg "database is locked (517)" ;;
   err517) proxy fail findAndModify:update times 1 error 517 msg "database is locked (517)" ;;
   esac
   contender b 2

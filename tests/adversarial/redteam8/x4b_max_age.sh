@@ -22,7 +22,8 @@ for i in $(seq "$n"); do
   other) MONGOLOCK_HISTORY_PURGE_EVERY=1 as_host host-c run "$NAME-other" --history-max-age 2s -- true 2>"$W/c.err"; rc=$? ;;
   keep) MONGOLOCK_HISTORY_PURGE_EVERY=1 as_host host-c run "$NAME" --history-keep 1 -- false 2>"$W/c.err"; rc=$? ;;
   esac
+  MONGOLOCK_URI=$SERVER_URI "$ML" check "$NAME" --max-age 1h >"$W/check.out" 2>&1; rk=$?
   as_host host-b run "$NAME" --once-per 1h -- python3 "$HOLDERS_PY" job "$HOLDERS" --seconds 0.2 2>"$W/b.err"; rb=$?
-  echo "x4b $case_: a=$ra c=$rc b=$rb; jobs started=$(grep -c '^start' "$HOLDERS") in $(( 4 ))s of a 1h period; b: $(head -c 150 "$W/b.err" | tr '\n' ' ') dir=$W"
+  echo "x4b $case_: a=$ra c=$rc, then check --max-age 1h rc=$rk ($(head -1 "$W/check.out" | cut -c1-120)), b=$rb; jobs started=$(grep -c '^start' "$HOLDERS") in $(( 4 ))s of a 1h period; b: $(head -c 150 "$W/b.err" | tr '\n' ' ') dir=$W"
   MONGOLOCK_URI=$SERVER_URI "$ML" history "$NAME" 2>&1 | sed 's/^/   | /' | head -6
 done
