@@ -43,3 +43,7 @@ t0=$(now_ms)
 echo "x5 $case_: mongolock $m + guardian $g killed; same-host run b=$rb after $(( $(now_ms) - t0 )) ms; $(overlap) dir=$W"
 grep -E "taken over|taking lock|error" "$W/b.err" | head -3 | cut -c1-300 | sed 's/^/   | /'
 sleep "$JOB"
+# The killed run's job cgroup is left behind (its holder file, which the sweep would read, was in this private
+# /dev/shm and goes with it): removed here once empty.
+cgdir=$(sed -n 's/.*its cgroup \([^)]*\)).*/\1/p' "$W/a.err" | head -1)
+[[ -n $cgdir && -d $cgdir ]] && for k in $(seq 50); do rmdir "$cgdir" 2>/dev/null && break; sleep 0.1; done
