@@ -43,7 +43,11 @@ t0=$(now_ms)
 echo "x5 $case_: mongolock $m + guardian $g killed; same-host run b=$rb after $(( $(now_ms) - t0 )) ms; $(overlap) dir=$W"
 grep -E "taken over|taking lock|error" "$W/b.err" | head -3 | cut -c1-300 | sed 's/^/   | /'
 sleep "$JOB"
-# The killed run's job cgroup is left behind (its holder file, which the sweep would read, was in this private
-# /dev/shm and goes with it): removed here once empty.
+# The killed run's job cgroup is left behind with what runs in it (the job's `sleep 60`, reparented to init; its
+# holder file, which a sweep would read a day later, is in this private /dev/shm and goes with it): killed and
+# removed here.
 cgdir=$(sed -n 's/.*its cgroup \([^)]*\)).*/\1/p' "$W/a.err" | head -1)
-[[ -n $cgdir && -d $cgdir ]] && for k in $(seq 50); do rmdir "$cgdir" 2>/dev/null && break; sleep 0.1; done
+if [[ -n $cgdir && -d $cgdir ]]; then
+  echo 1 >"$cgdir/cgroup.kill" 2>/dev/null
+  for k in $(seq 50); do rmdir "$cgdir" 2>/dev/null && break; sleep 0.1; done
+fi
