@@ -333,6 +333,35 @@ Millis own_ttl(Locker& locker, const LockSelector& which) {
   return k_default_acquire_ttl;
 }
 
+// The lease length of the mongolock run holding the lock `which` selects, when a run holds it: its run_ttl_ms
+// (ttl_ms for a run's document written before run_ttl_ms existed); none for acquire's locks.
+std::optional<std::pair<Millis, std::string>> run_lease(Locker& locker, const LockSelector& which) {
+  for (const auto& lock : locker.holders(which.program)) {
+    if (!named_by(which, lock) || lock.command.empty()) continue;
+    return std::pair{lock.run_ttl > Millis(0) ? lock.run_ttl : lock.ttl, lock.process};
+  }
+  return std::nullopt;
+}
+
+// A `renew --ttl` shorter than the run's own lease, of a run's lock, whoever calls: the run counts its lease
+// from its own renewals, so a shorter one on the server would let another run start while its command runs
+// (red team 8 F1: from outside the run, by --process or --token; red team 6 F2: from its command).
+void refuse_shorter_than_run(Locker& locker, const LockSelector& which, const RenewOptions& options, Millis ttl) {
+  const auto run = run_lease(locker, which);
+  if (!run || ttl >= run->first) return;
+  if (inside_own_run(options.name, options.token, options.process) || held_by_own_run(locker, which)) {
+    throw usage_error(fmt::format("--ttl {} is shorter than the TTL of the mongolock run whose command this is ({}); "
+                                  "its lease would end on the server before the run stops the command: give at "
+                                  "least {} or leave --ttl out",
+                                  format_duration(ttl), format_duration(run->first), format_duration(run->first)));
+  }
+  throw usage_error(fmt::format("--ttl {} is shorter than the TTL ({}) of the mongolock run holding lock '{}' ({}); "
+                                "the run counts its lease from its own renewals, so the lease would end on the "
+                                "server while its command runs: give at least {} or leave --ttl out",
+                                format_duration(ttl), format_duration(run->first), options.name,
+                                printable(run->second), format_duration(run->first)));
+}
+
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log) {
   validate_lock_name(options.name);
   if (options.ttl) validate_ttl(*options.ttl);
@@ -341,16 +370,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
   Locker locker(store, log);
   const bool mark = waiters_queued(locker, options.name, log);
   const auto ttl = options.ttl ? *options.ttl : own_ttl(locker, which);
-  if (options.ttl && (inside_own_run(options.name, options.token, options.process) || held_by_own_run(locker, which))) {
-    // The run counts its lease from its own renewals: a shorter one on the server would let another run
-    // start while this command runs.
-    if (const auto run_ttl = own_ttl(locker, which); ttl < run_ttl) {
-      throw usage_error(fmt::format("--ttl {} is shorter than the TTL of the mongolock run whose command this is "
-                                    "({}); its lease would end on the server before the run stops the command: give "
-                                    "at least {} or leave --ttl out",
-                                    format_duration(ttl), format_duration(run_ttl), format_duration(run_ttl)));
-    }
-  }
+  if (options.ttl) refuse_shorter_than_run(locker, which, options, ttl);
   const auto expires = on_name_or_slot(
       locker, which, [&](const LockSelector& w) { return locker.renew(w, ttl, mark); },
       [](const std::optional<ServerTime>& e) { return e.has_value(); });

@@ -29,6 +29,10 @@ struct LockRecord {
                             // lease at hold_until (--min-hold); the epoch (1970) without it
   std::optional<ServerTime> released_at;   // [released_at] set by a release during the minimum hold
   Millis ttl{0};                           // [ttl_ms] the lease length, milliseconds
+  Millis run_ttl{0};                       // [run_ttl_ms] run: the run's own lease length, milliseconds, set at
+                                           // the insert and never changed (the run counts its lease from its
+                                           // own renewals of this length: `renew --ttl` shorter is refused,
+                                           // red team 8 F1); 0 for acquire and documents written before it
   std::string host;                        // [host] the holder's host name
   std::string user;                        // [user] the holder's user name
   std::string command;                     // [command] run: the command's name only, never its arguments

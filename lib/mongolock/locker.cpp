@@ -54,6 +54,7 @@ LockRecord Locker::new_lock(const AcquireRequest& request) {
   lock.ttl = request.ttl;
   lock.user = request.user;
   lock.command = request.command;
+  if (!request.command.empty()) lock.run_ttl = request.ttl;
   lock.host = request.process.substr(0, request.process.rfind(':'));
   lock.ticket = request.ticket;
   lock.replace_seq = request.replace_seq;

@@ -395,6 +395,40 @@ own_command_in_a_namespace() {
   assert_free "$name"
 }
 
+# A `renew --ttl` shorter than a run's TTL is refused whoever sends it (red team 8 F1: an operator's `renew
+# --process HOLDER --ttl 1s` from outside the run set the lease on the server to 1 s while the run counted
+# 30 s from its own renewal; another host took the lock and ran beside the job). The lease on the server
+# stays as the run set it; a longer --ttl is taken; and the job's own `renew --ttl 1h` then `--ttl 10m` are
+# both taken (red team 6 F6 longttl: the second was refused, compared with the stored 1h instead of the
+# run's own 30s).
+shorter_ttl_refused_from_outside() {
+  local name pid holder token expires
+  name=$(lock_name)
+  start_bg run "$MONGOLOCK_BIN" run "$name" --ttl 30s -- sh -c '
+    "$MONGOLOCK_BIN" renew "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" --ttl 1h; echo $? >"$1/ren1h"
+    "$MONGOLOCK_BIN" renew "$MONGOLOCK_NAME" --token "$MONGOLOCK_TOKEN" --ttl 10m; echo $? >"$1/ren10m"
+    touch "$1/started"
+    while [ ! -e "$1/stop" ]; do sleep 0.05; done' _ "$T"
+  pid=$BG_PID
+  wait_file 20 "$T/started"
+  assert_eq "$(cat "$T/ren1h") $(cat "$T/ren10m")" "0 0" "the job's renew --ttl 1h, then --ttl 10m"
+  read_doc "$name"
+  holder=$(doc_field process)
+  token=$(doc_field token)
+  expires=$(doc_field expires_at)
+  assert_eq "$(doc_field run_ttl_ms)" "30000" "run_ttl_ms of the run's lock"
+  expect_exit 64 -- ml renew "$name" --process "$holder" --ttl 1s
+  assert_eq "$(cat "$ERR")" "mongolock: error: --ttl 1s is shorter than the TTL (30s) of the mongolock run holding lock '$name' ($holder); the run counts its lease from its own renewals, so the lease would end on the server while its command runs: give at least 30s or leave --ttl out" "the refusal"
+  expect_exit 64 -- ml renew "$name" --token "$token" --ttl 29s
+  read_doc "$name"
+  assert_eq "$(doc_field expires_at)" "$expires" "expires_at after the refused renewals"
+  expect_exit 0 -- ml renew "$name" --process "$holder" --ttl 45s
+  expect_exit 0 -- ml renew "$name" --token "$token"
+  touch "$T/stop"
+  expect_bg_exit 0 "$pid" run 20
+  assert_free "$name"
+}
+
 run_case "lock removed under the holder: SIGTERM to the command, exit 76" lock_removed_term
 run_case "lock removed, --on-lost kill: SIGKILL at once, exit 76" lock_removed_on_lost_kill
 run_case "lock removed, --on-lost ignore: command finishes; the new holder's lock survives" lock_removed_on_lost_ignore
@@ -414,6 +448,7 @@ run_case "mongolock stopped, --on-lost ignore: the job runs on" mongolock_stoppe
 run_case "mongolock killed: its guardian kills the job at once" mongolock_killed_job_dies
 run_case "the run's own command cannot release its lock or shorten its lease (64)" own_command_cannot_free_its_lock
 run_case "... nor through a PID, mount or UTS namespace (the job's cgroup says so; 64)" own_command_in_a_namespace
+run_case "renew --ttl shorter than a run's TTL from outside the run: 64, the lease unchanged" shorter_ttl_refused_from_outside
 run_case "job ends within its lease while mongolock is stopped: exit 0, lock released" job_ended_while_stopped free
 run_case "job ends within its lease while mongolock is stopped, lock taken over meanwhile: exit 76" job_ended_while_stopped taken
 finish

@@ -28,6 +28,7 @@ void to_bson(const LockRecord& lock, bson_t* doc) {
   BSON_APPEND_DATE_TIME(doc, "hold_until", to_bson_date(lock.hold_until));
   if (lock.released_at) BSON_APPEND_DATE_TIME(doc, "released_at", to_bson_date(*lock.released_at));
   BSON_APPEND_INT64(doc, "ttl_ms", lock.ttl.count());
+  if (lock.run_ttl > Millis(0)) BSON_APPEND_INT64(doc, "run_ttl_ms", lock.run_ttl.count());
   append_string(doc, "host", lock.host);
   append_string(doc, "user", lock.user);
   if (!lock.command.empty()) append_string(doc, "command", lock.command);
@@ -93,6 +94,8 @@ const std::map<std::string_view, LockField, std::less<>>& lock_fields() {
          if (BSON_ITER_HOLDS_DATE_TIME(&it)) l.released_at = from_bson_date(bson_iter_date_time(&it));
        }},
       {"ttl_ms", [](LockRecord& l, const bson_iter_t& it) { l.ttl = Millis(number(it).value_or(l.ttl.count())); }},
+      {"run_ttl_ms",
+       [](LockRecord& l, const bson_iter_t& it) { l.run_ttl = Millis(number(it).value_or(l.run_ttl.count())); }},
       {"fence", [](LockRecord& l, const bson_iter_t& it) { l.fence = number(it) ? number(it) : l.fence; }},
       {"waiters",
        [](LockRecord& l, const bson_iter_t& it) {
