@@ -154,7 +154,7 @@ void purge_history(RunStore& store, const std::vector<RunRecord>& runs, const Hi
     std::int64_t deleted = 0;
     for (const auto& run : runs) {
       close_runs(store, run.name);
-      deleted += store.purge_runs(run.name, policy.keep, now - policy.max_age);
+      deleted += store.purge_runs(run.name, policy.keep, now - policy.max_age, now);
     }
     log.debugf("purged {} old run(s) from the history (keeping {} executed runs and {} skipped or not-due "
                "attempts per name, none older than {})",

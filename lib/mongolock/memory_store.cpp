@@ -284,14 +284,16 @@ std::vector<RunRecord> MemoryStore::runs(std::optional<std::string_view> name, s
   return out;
 }
 
-std::int64_t MemoryStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) {
+std::int64_t MemoryStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before,
+                                     ServerTime now) {
   const auto before = m_runs.size();
-  std::erase_if(m_runs, [&](const RunRecord& r) { return r.ended_at < ended_before; });
+  const auto kept = [&](const RunRecord& r) { return r.keep_until && *r.keep_until > now; };
+  std::erase_if(m_runs, [&](const RunRecord& r) { return r.ended_at < ended_before && !kept(r); });
   auto mine = runs(name, std::nullopt, static_cast<std::int64_t>(m_runs.size()) + 1);
   if (static_cast<std::int64_t>(mine.size()) > keep) {
     for (auto it = mine.begin() + keep; it != mine.end(); ++it) {
       const auto id = it->id;
-      std::erase_if(m_runs, [&](const RunRecord& r) { return r.id == id; });
+      std::erase_if(m_runs, [&](const RunRecord& r) { return r.id == id && !kept(r); });
     }
   }
   return static_cast<std::int64_t>(before - m_runs.size());

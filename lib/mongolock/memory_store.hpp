@@ -110,7 +110,8 @@ public:
   void insert_runs(std::vector<RunRecord>& records) override;
   [[nodiscard]] std::vector<RunRecord> runs(std::optional<std::string_view> name, std::optional<ServerTime> since,
                                             std::int64_t limit) override;
-  [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
+  [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before,
+                                        ServerTime now) override;
 
 private:
   std::optional<CallLimits> m_limits;         // the last reconnect()'s

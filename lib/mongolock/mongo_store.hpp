@@ -90,7 +90,8 @@ public:
   [[nodiscard]] std::vector<RunRecord> last_runs(const std::vector<std::string>& names) override;
   [[nodiscard]] std::vector<RunRecord>
   executed_since(const std::vector<std::pair<std::string, std::optional<ServerTime>>>& since) override;
-  [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) override;
+  [[nodiscard]] std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before,
+                                        ServerTime now) override;
 
   // --- administration (doctor, init): not part of the protocol's LockStore or the history's RunStore ---
 

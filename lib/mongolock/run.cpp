@@ -183,6 +183,8 @@ private:
       run.held_lock = holder.lock;
       if (const auto lock = m_locks.find(name); lock != m_locks.end()) run.lock = lock->second;
       if (const auto fence = m_fences.find(name); fence != m_fences.end()) run.fence = fence->second;
+      // The success --once-per reads: kept through every purge for its period (red team 8 F2).
+      if (m_options.once_per && outcome == Outcome::ok) run.keep_until = ended_at + *m_options.once_per;
       metrics.push_back(RunMetrics{
           .name = name,
           .outcome = outcome,

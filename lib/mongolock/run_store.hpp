@@ -49,6 +49,10 @@ struct RunRecord {
                                        // absent until then (history counts the attempts still stored)
   std::int64_t skip_hosts = 0;         // [skip_hosts] executed: how many hosts those attempts came from
   std::vector<std::string> skipped_on; // [skipped_on] executed: up to k_skip_host_sample of those hosts
+  std::optional<ServerTime> keep_until; // [keep_until] server clock, UTC: a `run --once-per` success, its end plus
+                                        // the period; no purge deletes it before then, whatever retention
+                                        // another run asks (red team 8 F2: a run of another name with a shorter
+                                        // --history-max-age deleted it, and the job ran again in its period)
 };
 
 // Which runs a read of the history returns: every record, only the runs whose command was due (executed:
@@ -108,9 +112,11 @@ public:
   executed_since(const std::vector<std::pair<std::string, std::optional<ServerTime>>>& since);
 
   // Deletes every run (of any name) that ended before `ended_before`, then the runs of `name` beyond its
-  // `keep` newest (keep >= 1). The first call creates the index on (name, ended_at) (createIndexes). Returns the
-  // number deleted. Several writers may purge at once: each delete only removes what is out of bounds.
-  [[nodiscard]] virtual std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) = 0;
+  // `keep` newest (keep >= 1); neither deletes a run whose keep_until is after `now` (server clock, UTC). The
+  // first call creates the index on (name, ended_at) (createIndexes). Returns the number deleted. Several
+  // writers may purge at once: each delete only removes what is out of bounds.
+  [[nodiscard]] virtual std::int64_t purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before,
+                                                ServerTime now) = 0;
 };
 
 } // namespace mongolock

@@ -455,12 +455,39 @@ bad_values() {
   assert_free "$name"
 }
 
+# A --once-per success outlives every purge for its period (red team 8 F2: a run of another name with a
+# shorter --history-max-age deleted it, as did a failed run of the same name with --history-keep 1, and the
+# next run ran the job again within the hour). A success without --once-per is purged as before.
+once_per_success_survives_purges() {
+  local name other plain
+  name=$(lock_name)
+  other=$(lock_name other)
+  plain=$(lock_name plain)
+  expect_exit 0 -- ml run "$name" --once-per 1h -- sh -c 'echo 1 >>"$1"' _ "$T/count"
+  expect_exit 0 -- ml run "$plain" -- true
+  sleep 1.2
+  expect_exit 0 -- env MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" run "$other" --history-max-age 1s -- true
+  runs "$plain"
+  assert_eq "$(outcomes)" "" "the plain run's success after the 1 s purge"
+  expect_exit 1 -- env MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" run "$name" --history-keep 1 -- false
+  runs "$name"
+  assert_eq "$(outcomes)" "failed ok" "outcomes after both purges, newest first"
+  expect_exit 0 -- ml run "$name" --once-per 1h -- sh -c 'echo 2 >>"$1"' _ "$T/count"
+  assert_matches "$ERR" "^mongolock: '$name' succeeded on $HOST [0-9.]+m?s ago \(--once-per 1h\); not run$"
+  assert_eq "$(wc -l <"$T/count")" 1 "times the command ran"
+  # check reads the same records: the last run failed, the success is still found.
+  expect_exit 1 -- ml check "$name" --max-age 1h
+  assert_matches "$OUT" "^MONGOLOCK WARNING - '$name' failed on $HOST .*; last success: $HOST [0-9.]+m?s ago\)"
+}
+
 run_case "--splay: the same offset every run of a host and name, spread across names and hosts" splay_is_stable_per_host_and_name
 run_case "a signal during the splay ends the run before it takes anything" signal_during_splay
 run_case "--splay with --wait: the deadline counts from the start" wait_counts_from_the_start
 run_case "--once-per: not run after a recent success (exit 0, one line, -q silent), recorded as not-due" once_per_skips_after_a_success
 run_case "--once-per: only successes count, on any host; several names need all" once_per_counts_successes_on_any_host
 run_case "--once-per: 8 concurrent runs, one command" once_per_decides_under_the_lock
+run_case "--once-per: the success outlives every purge for its period (another name's --history-max-age, --history-keep 1)" \
+  once_per_success_survives_purges
 run_case "the job gets MONGOLOCK_NAME, MONGOLOCK_HOLDER and MONGOLOCK_RUN_ID" job_knows_its_lock
 run_case "kill -9 of mongolock: the guardian stops the job and releases the lock at once" guardian_releases_after_mongolock_dies
 run_case "kill -9 of mongolock, guardian and job: the next run on this host takes over at once" instant_takeover_of_a_dead_local_holder

@@ -53,7 +53,7 @@ public:
   void insert_runs(std::vector<mongolock::RunRecord>& records) override;
   [[nodiscard]] std::vector<mongolock::RunRecord> runs(std::optional<std::string_view> name,
                                                        std::optional<ServerTime> since, std::int64_t limit) override;
-  [[nodiscard]] std::int64_t purge_runs(std::string_view, std::int64_t, ServerTime) override { return 0; }
+  [[nodiscard]] std::int64_t purge_runs(std::string_view, std::int64_t, ServerTime, ServerTime) override { return 0; }
 
 private:
   // Sends `op` to the server: applied there after the request latency (unless it fails first), answered

@@ -291,7 +291,9 @@ struct MongoStore::Impl {
   // "<collection>_lastrun", opened on first use.
   mongoc_collection_t* last_runs_collection();
   // purge_runs(): deletes the runs of `kind` of `name` beyond its `keep` newest (a find, then a delete).
-  std::int64_t purge_beyond(mongoc_collection_t* from, std::string_view name, std::int64_t keep, RunKind kind);
+  // Never a run whose keep_until is after `now` (RunRecord::keep_until).
+  std::int64_t purge_beyond(mongoc_collection_t* from, std::string_view name, std::int64_t keep, RunKind kind,
+                            ServerTime now);
   // Every document of a find with `filter` and `opts` (sort, projection), at most `limit`, in one reply
   // where they fit (batchSize = limit: no getMore). `what` names the read in the Error (69) thrown.
   std::vector<RunRecord> read_runs(mongoc_collection_t* from, const bson_t* filter, bson_t* opts, std::int64_t limit,

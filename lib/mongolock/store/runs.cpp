@@ -55,6 +55,7 @@ void to_bson(const RunRecord& run, bson_t* doc, bool with_id = true) {
   if (run.fence) BSON_APPEND_INT64(doc, "fence", *run.fence);
   if (!run.lock.empty()) append_string(doc, "lock", run.lock);
   if (!run.held_lock.empty()) append_string(doc, "held_lock", run.held_lock);
+  if (run.keep_until) BSON_APPEND_DATE_TIME(doc, "keep_until", to_bson_date(*run.keep_until));
   if (run.skips > 0) {
     BSON_APPEND_INT64(doc, "skips", run.skips);
     BSON_APPEND_INT64(doc, "skip_hosts", run.skip_hosts);
@@ -104,6 +105,8 @@ RunRecord run_from_bson(const bson_t* doc) {
       run.started_at = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "ended_at") {
       run.ended_at = from_bson_date(bson_iter_date_time(&it));
+    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "keep_until") {
+      run.keep_until = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "duration_ms") {
       run.duration = Millis(number(it).value_or(0));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "waited_ms") {
@@ -123,6 +126,18 @@ RunRecord run_from_bson(const bson_t* doc) {
     }
   }
   return run;
+}
+
+// {keep_until: {$not: {$gt: NOW}}}: not a --once-per success whose period lasts past `now` (RunRecord::keep_until;
+// a document without the field matches).
+void append_not_kept(bson_t* selector, ServerTime now) {
+  bson_t field;
+  bson_t not_after;
+  BSON_APPEND_DOCUMENT_BEGIN(selector, "keep_until", &field);
+  BSON_APPEND_DOCUMENT_BEGIN(&field, "$not", &not_after);
+  BSON_APPEND_DATE_TIME(&not_after, "$gt", to_bson_date(now));
+  bson_append_document_end(&field, &not_after);
+  bson_append_document_end(selector, &field);
 }
 
 // {sort: {ended_at: -1, _id: -1}}: newest first, ties in a fixed order.
@@ -415,7 +430,8 @@ MongoStore::executed_since(const std::vector<std::pair<std::string, std::optiona
   return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), limit, "read of the names' newest runs");
 }
 
-std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before) {
+std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before,
+                                    ServerTime now) {
   auto& impl = *m_impl;
   impl.connect();
   auto* runs = impl.runs_collection(/*ensure_index=*/true);
@@ -424,6 +440,7 @@ std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, Se
   {
     Bson selector;
     append_date_condition(selector.get(), "ended_at", "$lt", ended_before);
+    append_not_kept(selector.get(), now);
     Reply reply;
     if (!mongoc_collection_delete_many(runs, selector.get(), impl.write_opts.get(), reply.get(), &error)) {
       impl.fail("purge of old runs", error, "_runs");
@@ -438,12 +455,12 @@ std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, Se
   }
   // Executed runs and attempts are bounded apart: a fleet's skips never push an executed run out.
   for (const auto kind : {RunKind::executed, RunKind::attempts})
-    deleted += impl.purge_beyond(runs, name, keep, kind);
+    deleted += impl.purge_beyond(runs, name, keep, kind, now);
   return deleted;
 }
 
 std::int64_t MongoStore::Impl::purge_beyond(mongoc_collection_t* from, std::string_view name, std::int64_t keep,
-                                            RunKind kind) {
+                                            RunKind kind, ServerTime now) {
   // The newest run of `kind` beyond the `keep` newest of `name`: it and everything older of that kind goes.
   bson_error_t error;
   Bson filter;
@@ -479,6 +496,7 @@ std::int64_t MongoStore::Impl::purge_beyond(mongoc_collection_t* from, std::stri
   bson_append_document_end(&tie, &id_range);
   bson_append_document_end(&any, &tie);
   bson_append_array_end(selector.get(), &any);
+  append_not_kept(selector.get(), now);
   Reply reply;
   if (!mongoc_collection_delete_many(from, selector.get(), write_opts.get(), reply.get(), &error)) {
     fail(fmt::format("purge of the runs of '{}'", name), error, "_runs");
