@@ -40,6 +40,36 @@ std::optional<std::string> cgroup2_mount() {
   return std::nullopt;
 }
 
+// The mount point of a cgroup2 mount whose root is not "/" ("/.." and the like in a cgroup namespace made
+// after the mount): it shows groups that /proc/self/cgroup's path does not lead to.
+std::optional<std::string> cgroup2_mount_outside_view() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string fstype;
+    if (!(tail >> fstype) || fstype != "cgroup2") continue;
+    std::istringstream head(line.substr(0, dash));
+    std::string id, parent, dev, root, mount_point;
+    if (!(head >> id >> parent >> dev >> root >> mount_point)) continue;
+    if (root == "/" || mount_point.find('\\') != std::string::npos) continue;
+    return mount_point;
+  }
+  return std::nullopt;
+}
+
+// Whether `pid` (decimal, as this PID namespace numbers it) is listed in DIR/cgroup.procs.
+bool lists_member(const std::string& dir, const std::string& pid) {
+  std::ifstream in(dir + "/cgroup.procs");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line == pid) return true;
+  }
+  return false;
+}
+
 // Reads a small file through `fd` from offset 0 into `buf` (NUL-terminated). Async-signal-safe.
 ssize_t read_small(int fd, char* buf, std::size_t size) {
   ssize_t n;
@@ -66,6 +96,34 @@ bool off_by_environment() {
 }
 
 } // namespace
+
+std::optional<std::string> hidden_cgroup_named(std::string_view prefix) {
+  const auto mount = cgroup2_mount_outside_view();
+  if (!mount) return std::nullopt;
+  const auto self = std::to_string(getpid());
+  struct Dir {
+    std::string path;  // below the mount, "" for its root
+    std::string match; // the first group named `prefix`... on the way here; "" while none
+  };
+  std::vector<Dir> todo{{"", ""}};
+  for (int budget = 20'000; !todo.empty() && budget > 0; --budget) {
+    auto dir = std::move(todo.back());
+    todo.pop_back();
+    const auto full = *mount + dir.path;
+    if (!dir.match.empty() && lists_member(full, self)) return dir.path;
+    DIR* d = opendir(full.empty() ? "/" : full.c_str());
+    if (d == nullptr) continue;
+    while (const dirent* entry = readdir(d)) {
+      const std::string_view name = entry->d_name;
+      if (entry->d_type != DT_DIR || name == "." || name == "..") continue;
+      auto path = dir.path + "/" + std::string(name);
+      auto match = !dir.match.empty() ? dir.match : (name.substr(0, prefix.size()) == prefix ? path : "");
+      todo.push_back({std::move(path), std::move(match)});
+    }
+    closedir(d);
+  }
+  return std::nullopt;
+}
 
 std::optional<std::string> own_cgroup_dir(std::string* why) {
   const auto say = [&](std::string text) {

@@ -18,6 +18,17 @@ namespace mongolock {
 // `why` says why, when given) where there is no cgroup2 hierarchy or it cannot be resolved.
 [[nodiscard]] std::optional<std::string> own_cgroup_dir(std::string* why = nullptr);
 
+// The path (from the hierarchy's root, "/" first) of the group this process is in, when that group or one
+// above it has a directory name that starts with `prefix`, found by walking the cgroup2 mount when
+// /proc/self/cgroup cannot say it: in a cgroup namespace (unshare -C) the path there is relative to the
+// namespace's root ("0::/"), while a mount made before the namespace still shows the whole hierarchy
+// (its mount root in /proc/self/mountinfo is then not "/"). Membership is read from cgroup.procs, which
+// lists the members as this process's PID namespace numbers them, so a new PID namespace hides nothing.
+// nullopt where every cgroup2 mount has root "/" (the path of /proc/self/cgroup is then whole), where
+// none is found, or after 20,000 directories (a bound on a host with very many groups). Red team 8, F3.
+// Never throws.
+[[nodiscard]] std::optional<std::string> hidden_cgroup_named(std::string_view prefix);
+
 // What cgroup.events says of group directory `dir`.
 enum class CgroupState {
   empty,     // "populated 0"

@@ -262,29 +262,45 @@ std::vector<RunAncestor> enclosing_runs() {
   return runs;
 }
 
+namespace {
+
+constexpr std::string_view k_job_cgroup_prefix = "mongolock-job-"; // process.cpp make_job_cgroup(): PID-START-N-NONCE
+
+// The runs named by the job-cgroup components of cgroup path `path` ("a/b/c", no leading slash), outermost first.
+std::vector<RunAncestor> job_cgroups_in(std::string_view path) {
+  std::vector<RunAncestor> runs;
+  while (!path.empty()) {
+    const auto slash = path.find('/');
+    const std::string part(path.substr(0, slash));
+    path.remove_prefix(slash == std::string_view::npos ? path.size() : slash + 1);
+    int pid = 0;
+    long long start = 0;
+    char dash = 0;
+    if (part.rfind(k_job_cgroup_prefix, 0) == 0 &&
+        std::sscanf(part.c_str() + k_job_cgroup_prefix.size(), "%d-%lld%c", &pid, &start, &dash) == 3 &&
+        dash == '-' && pid > 0 && start > 0) {
+      runs.push_back({pid, start});
+    }
+  }
+  return runs;
+}
+
+} // namespace
+
 std::vector<RunAncestor> enclosing_job_cgroups() {
   std::vector<RunAncestor> runs;
   std::ifstream in("/proc/self/cgroup");
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("0::/", 0) != 0) continue;
-    std::string_view path(line);
-    path.remove_prefix(4);
-    constexpr std::string_view prefix = "mongolock-job-"; // process.cpp make_job_cgroup(): PID-START-N-NONCE
-    while (!path.empty()) {
-      const auto slash = path.find('/');
-      const std::string part(path.substr(0, slash));
-      path.remove_prefix(slash == std::string_view::npos ? path.size() : slash + 1);
-      int pid = 0;
-      long long start = 0;
-      char dash = 0;
-      if (part.rfind(prefix, 0) == 0 &&
-          std::sscanf(part.c_str() + prefix.size(), "%d-%lld%c", &pid, &start, &dash) == 3 && dash == '-' && pid > 0 &&
-          start > 0) {
-        runs.push_back({pid, start});
-      }
-    }
+    runs = job_cgroups_in(std::string_view(line).substr(4));
     break;
+  }
+  // In a cgroup namespace the path above starts at the namespace's root: the job's group may be above it,
+  // still visible through a cgroup2 mount made before the namespace (red team 8, F3).
+  if (runs.empty()) {
+    if (const auto hidden = hidden_cgroup_named(k_job_cgroup_prefix))
+      runs = job_cgroups_in(std::string_view(*hidden).substr(1));
   }
   std::reverse(runs.begin(), runs.end()); // nearest first
   return runs;

@@ -387,11 +387,19 @@ own_command_in_a_namespace() {
       2>/dev/null; echo $? >"$1/uts"
     env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
       unshare -p -f --mount-proc "$B" renew "$N" --token "$TOK" --ttl 1s 2>/dev/null; echo $? >"$1/renew"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      unshare -C -p -f --mount-proc sh -c "cat /proc/self/cgroup >\"\$1/cgns.cg\"; exec \"\$0\" release \"\$2\" --token \"\$3\"" \
+      "$B" "$1" "$N" "$TOK" 2>"$1/cgns.err"; echo $? >"$1/cgns"
     "$B" status "$N" >/dev/null; echo $? >"$1/held"' _ "$T"
   [[ $(cat "$T/cg" 2>/dev/null) != none ]] || skip "the run made no cgroup for its job here (no writable cgroup2)"
   assert_eq "$(cat "$T/pidns") $(cat "$T/pidns2") $(cat "$T/shm") $(cat "$T/uts") $(cat "$T/renew") $(cat "$T/held")" \
     "64 64 64 64 64 0" "release through unshare -p --mount-proc, unshare -p, a private /dev/shm, a UTS namespace; renew --ttl 1s; status"
   assert_contains "$T/pidns.err" "is held by the mongolock run whose command this is"
+  # A new cgroup namespace as well (red team 8 F3: its /proc/self/cgroup says "0::/"; the job's group is
+  # found through the cgroup2 mount made before it, its cgroup.procs listing the caller).
+  assert_eq "$(grep "^0::" "$T/cgns.cg")" "0::/" "the cgroup2 line of /proc/self/cgroup inside unshare -C"
+  assert_eq "$(cat "$T/cgns")" "64" "release through unshare -C -p --mount-proc"
+  assert_contains "$T/cgns.err" "is held by the mongolock run whose command this is"
   assert_free "$name"
 }
 
@@ -447,7 +455,7 @@ run_case "mongolock stopped, --on-lost kill: the guardian kills the job in time"
 run_case "mongolock stopped, --on-lost ignore: the job runs on" mongolock_stopped_on_lost_ignore
 run_case "mongolock killed: its guardian kills the job at once" mongolock_killed_job_dies
 run_case "the run's own command cannot release its lock or shorten its lease (64)" own_command_cannot_free_its_lock
-run_case "... nor through a PID, mount or UTS namespace (the job's cgroup says so; 64)" own_command_in_a_namespace
+run_case "... nor through a PID, mount, UTS or cgroup namespace (the job's cgroup says so; 64)" own_command_in_a_namespace
 run_case "renew --ttl shorter than a run's TTL from outside the run: 64, the lease unchanged" shorter_ttl_refused_from_outside
 run_case "job ends within its lease while mongolock is stopped: exit 0, lock released" job_ended_while_stopped free
 run_case "job ends within its lease while mongolock is stopped, lock taken over meanwhile: exit 76" job_ended_while_stopped taken
