@@ -11,6 +11,7 @@
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace mongolock {
@@ -119,10 +120,20 @@ bool noted_own_orphan(pid_t caller, std::int64_t caller_start, const LockRecord&
          std::string_view(text.data(), static_cast<std::size_t>(n)) == fmt::format("{} {}\n", lock.id, lock.token);
 }
 
-std::string user_name() {
-  const uid_t uid = geteuid();
+namespace {
+std::string look_up_user(uid_t uid) {
   if (const passwd* pw = getpwuid(uid); pw != nullptr && pw->pw_name != nullptr) return pw->pw_name;
   return fmt::format("{}", uid);
+}
+} // namespace
+
+std::string user_name() {
+  // Looked up once a process (a run asks up to three times: its request, the guardian's orphan records, the
+  // history record; each getpwuid() reads /etc/passwd again: issue 30). The euid it was looked up for is kept
+  // with it, so that a process whose euid changed gets its new one.
+  const uid_t uid = geteuid();
+  static const std::pair<uid_t, std::string> first{uid, look_up_user(uid)};
+  return first.first == uid ? first.second : look_up_user(uid);
 }
 
 } // namespace mongolock

@@ -43,7 +43,8 @@ void note_own_orphan(pid_t caller, std::int64_t caller_start, const LockRecord& 
 // program, _id and token): a regular file of this user, one link, mode 0600.
 [[nodiscard]] bool noted_own_orphan(pid_t caller, std::int64_t caller_start, const LockRecord& lock);
 
-// The login name of the effective user (getpwuid(3)), or the numeric uid when it has no name.
+// The login name of the effective user (getpwuid(3)), or the numeric uid when it has no name. Looked up once a
+// process for the euid of the first call (looked up again should the euid differ later).
 [[nodiscard]] std::string user_name();
 
 } // namespace mongolock

@@ -213,12 +213,14 @@ std::vector<pid_t> children_of(pid_t parent) {
 struct ControlMessage {
   enum Kind : std::int64_t { deadline = 1, stop = 2, fired = 3, ended = 4, unkillable = 5, fired_killed = 6 };
   std::int64_t kind = 0;
-  std::int64_t at = 0;   // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted
-                         // (fired_killed: and sent SIGKILL at once, no SIGTERM: the kill grace had passed);
-                         // ended: when the whole job had ended (the guardian is about to exit);
-                         // unkillable: the pid that SIGKILL could not reach (EPERM)
-  std::int64_t sent = 0; // deadline: when mongolock sent it (an extension sent before the deadline counts
-                         // whenever the guardian reads it: the renewal was confirmed in time)
+  std::int64_t at = 0;     // deadline: the new deadline; stop: when to SIGKILL; fired: when the guardian acted
+                           // (fired_killed: and sent SIGKILL at once, no SIGTERM: the kill grace had passed);
+                           // ended: when the whole job had ended (the guardian is about to exit);
+                           // unkillable: the pid that SIGKILL could not reach (EPERM)
+  std::int64_t sent = 0;   // deadline: when mongolock sent it (an extension sent before the deadline counts
+                           // whenever the guardian reads it: the renewal was confirmed in time)
+  std::int64_t status = 0; // ended: the command's wait status (waitpid), which the guardian's exit repeats, so
+                           // that mongolock may release on the report without waiting for that exit (issue 30)
 };
 
 // Moves the guardian (`self`, leader of the job's process group) out of that group, into the new group of a
@@ -411,8 +413,8 @@ private:
     if (action.kill) kill_all();
   }
 
-  void send_message(ControlMessage::Kind kind, std::int64_t at) const {
-    const ControlMessage message{kind, at, boottime_ns()};
+  void send_message(ControlMessage::Kind kind, std::int64_t at, int status = 0) const {
+    const ControlMessage message{kind, at, boottime_ns(), status};
     [[maybe_unused]] const auto n = send(m_control, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
 
@@ -475,8 +477,12 @@ private:
       }
       if (done < 0 && errno == ECHILD && m_command_done) {
         // When the job ended, for a mongolock that was not running then (its deadline may pass before it
-        // reaps us).
-        send_message(ControlMessage::ended, boottime_ns());
+        // reaps us), and how: mongolock releases on this report, reaping us afterwards (Child::try_wait()).
+        // Sent only now that nothing of the job is left (ECHILD: we are the subreaper of all of it).
+        send_message(ControlMessage::ended, boottime_ns(), m_command_status);
+        // The job's cgroup is empty now: removed here, beside mongolock's release, rather than by mongolock
+        // after it (its destructor then finds it gone; one with groups below it is left to that destructor).
+        if (m_setup.cgroup != nullptr && m_setup.cgroup->valid()) rmdir(m_setup.cgroup->path().c_str());
         exit_like(m_guardian, m_command_status);
       }
       return;
@@ -796,10 +802,10 @@ Child Child::spawn(const ChildSpec& spec) {
 
 Child::Child(Child&& other) noexcept
     : m_pid(other.m_pid), m_tty_fd(other.m_tty_fd), m_kill_signal(other.m_kill_signal), m_reaped(other.m_reaped),
-      m_control_fd(other.m_control_fd), m_watchdog_fired(other.m_watchdog_fired), m_job_ended(other.m_job_ended),
-      m_unkillable(other.m_unkillable), m_orphans_killed(other.m_orphans_killed),
-      m_watchdog_killed_at_once(other.m_watchdog_killed_at_once), m_cgroup(std::move(other.m_cgroup)),
-      m_others(std::move(other.m_others)) {
+      m_control_fd(other.m_control_fd), m_control_eof(other.m_control_eof), m_watchdog_fired(other.m_watchdog_fired),
+      m_job_ended(other.m_job_ended), m_ended_status(other.m_ended_status), m_unkillable(other.m_unkillable),
+      m_orphans_killed(other.m_orphans_killed), m_watchdog_killed_at_once(other.m_watchdog_killed_at_once),
+      m_cgroup(std::move(other.m_cgroup)), m_others(std::move(other.m_others)) {
   other.m_pid = -1;
   other.m_tty_fd = -1;
   other.m_reaped = true;
@@ -807,6 +813,14 @@ Child::Child(Child&& other) noexcept
 }
 
 Child::~Child() {
+  if (m_pid > 0 && !m_reaped && m_ended_status) {
+    // The guardian reported the job's end (try_wait()) and exits on its own: only reaped here. SIGKILL, so
+    // that one stopped from outside meanwhile cannot hold up the exit; nothing of the job is left to kill.
+    kill(m_pid, SIGKILL);
+    int status = 0;
+    while (waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {}
+    m_reaped = true;
+  }
   if (m_pid > 0 && !m_reaped) {
     kill_job();
     int status = 0;
@@ -861,16 +875,23 @@ void Child::stop_job(std::chrono::milliseconds grace) const {
 
 void Child::read_reports() {
   ControlMessage message;
-  while (m_control_fd >= 0 &&
-         recv(m_control_fd, &message, sizeof message, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof message)) {
+  ssize_t n = -1;
+  while (m_control_fd >= 0 && !m_control_eof &&
+         (n = recv(m_control_fd, &message, sizeof message, MSG_DONTWAIT)) == static_cast<ssize_t>(sizeof message)) {
     const LocalTime at{std::chrono::nanoseconds(message.at)};
     if ((message.kind == ControlMessage::fired || message.kind == ControlMessage::fired_killed) && !m_watchdog_fired) {
       m_watchdog_fired = at;
       m_watchdog_killed_at_once = message.kind == ControlMessage::fired_killed;
     }
-    if (message.kind == ControlMessage::ended && !m_job_ended) m_job_ended = at;
+    if (message.kind == ControlMessage::ended && !m_job_ended) {
+      m_job_ended = at;
+      m_ended_status = static_cast<int>(message.status);
+    }
     if (message.kind == ControlMessage::unkillable && !m_unkillable) m_unkillable = static_cast<pid_t>(message.at);
   }
+  // The guardian's end closed the socket: no report can follow, and report_fd() stops being polled (it would
+  // be readable, POLLHUP, at once on every pass until the guardian is reaped).
+  if (n == 0) m_control_eof = true;
 }
 
 std::optional<pid_t> Child::unkillable() {
@@ -890,6 +911,17 @@ std::optional<LocalTime> Child::job_ended() {
 
 Child::WaitResult Child::try_wait() {
   if (m_reaped) return {WaitResult::exited, 0, 0};
+  read_reports();
+  if (m_ended_status) {
+    // The guardian reported that the whole job has ended (it reaped the command and every process left,
+    // ECHILD) and with which status; it is about to exit with that status. The run goes on at once (its
+    // release), not after the guardian's exit (its address space torn down: ~2 ms, issue 30); the destructor
+    // reaps it. Nothing of the job is left for kill_job_remains().
+    take_back_terminal();
+    const int status = *m_ended_status;
+    if (WIFSIGNALED(status)) return {WaitResult::exited, exit_code_for_signal(WTERMSIG(status)), WTERMSIG(status)};
+    return {WaitResult::exited, WEXITSTATUS(status), 0};
+  }
   int status = 0;
   pid_t r;
   do {

@@ -124,7 +124,8 @@ public:
 
   Child(Child&& other) noexcept;
   Child& operator=(Child&&) = delete;
-  // Kills the job (kill_job()) if it still runs, and reaps it: nothing is left unsupervised.
+  // Kills the job (kill_job()) if it still runs, and reaps it: nothing is left unsupervised. After an "ended"
+  // report (try_wait()) only reaps the guardian (SIGKILL first, should it have been stopped since).
   ~Child();
 
   // The guardian's pid, which is also the job's process group id.
@@ -146,8 +147,9 @@ public:
   // (at once when zero). Cannot be undone; the guardian exits as the job does.
   void stop_job(std::chrono::milliseconds grace) const;
 
-  // Readable when the guardian reports something; watchdog_fired() and job_ended() read the reports.
-  [[nodiscard]] int report_fd() const { return m_control_fd; }
+  // Readable when the guardian reports something; watchdog_fired() and job_ended() read the reports. -1 (not
+  // to be polled) once a read found the guardian's end of the socket closed: nothing more can come.
+  [[nodiscard]] int report_fd() const { return m_control_eof ? -1 : m_control_fd; }
   // The time (LeaseClock) at which the guardian stopped the job because its own deadline passed, when it
   // did (read from the guardian's reports; later calls return the same).
   [[nodiscard]] std::optional<LocalTime> watchdog_fired();
@@ -173,7 +175,10 @@ public:
     int exit_code = 0; // exited: the command's status, or 128+N when it was killed by signal N
     int signal = 0;    // exited: N when the command was killed by signal N (the guardian dies of it too), else 0
   };
-  // Reaps the job if it has ended; reports a stop (the guardian stops when the command does).
+  // Reports the job's end: from the guardian's "ended" report (sent once the command and every process it
+  // left were reaped, with the command's status; the guardian, which then only exits, is reaped by the
+  // destructor), else by reaping the guardian (killed from outside: what it left is killed first). Reports a
+  // stop (the guardian stops when the command does).
   [[nodiscard]] WaitResult try_wait();
 
   // Job control, after try_wait() reported a stop: stops the whole job (SIGSTOP to the group, so a command
@@ -207,9 +212,11 @@ private:
   int m_tty_fd = -1;     // mongolock's controlling terminal, or -1
   int m_kill_signal = 0; // the signal that makes the guardian kill the job (also its PDEATHSIG)
   bool m_reaped = false;
-  int m_control_fd = -1; // our end of the guardian's control socket (SOCK_SEQPACKET)
+  int m_control_fd = -1;      // our end of the guardian's control socket (SOCK_SEQPACKET)
+  bool m_control_eof = false; // the guardian's end is closed (read_reports() read end-of-file)
   std::optional<LocalTime> m_watchdog_fired;
   std::optional<LocalTime> m_job_ended;
+  std::optional<int> m_ended_status; // the command's wait status, as the guardian's "ended" report gave it
   std::optional<pid_t> m_unkillable;
   int m_orphans_killed = 0;
   bool m_watchdog_killed_at_once = false;

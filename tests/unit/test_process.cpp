@@ -15,12 +15,14 @@
 #include <cstdlib>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -191,6 +193,39 @@ TEST_CASE("A command started before its start_by runs as usual") {
   spec.start_by = LeaseClock::now() + 10s;
   auto child = Child::spawn(spec);
   CHECK(wait_exit(child) == 7);
+}
+
+// Issue 30: the run releases on the guardian's "ended" report, not after the guardian's exit. The report is
+// queued before the guardian exits, so once the socket is readable try_wait() must give the end and the
+// command's status without having reaped the guardian (waitid(WNOWAIT) finds it still to be reaped).
+TEST_CASE("try_wait() takes the job's end and status from the guardian's report; the guardian is reaped later") {
+  for (const auto& [script, code, signo] : {std::tuple{"exit 7", 7, 0}, std::tuple{"kill -TERM $$", 128 + 15, 15}}) {
+    CAPTURE(script);
+    auto child = start({"sh", "-c", script}, std::nullopt, 0ms);
+    pollfd report{child.report_fd(), POLLIN, 0};
+    REQUIRE(poll(&report, 1, 20'000) == 1);
+    const auto result = child.try_wait();
+    CHECK(result.state == Child::WaitResult::exited);
+    CHECK(result.exit_code == code);
+    CHECK(result.signal == signo);
+    CHECK(child.job_ended().has_value());
+    siginfo_t info{};
+    CHECK(waitid(P_PID, static_cast<id_t>(child.pid()), &info, WEXITED | WNOWAIT) == 0); // not reaped yet
+  }                                                                                      // the destructor reaps it
+}
+
+// Issue 30: once the guardian's end of the control socket is closed, report_fd() is not to be polled (it
+// would be readable, POLLHUP, on every pass of the supervisor's loop until the guardian is reaped).
+TEST_CASE("report_fd() is -1 once the guardian's end of the control socket is read closed") {
+  auto child = start({"true"}, std::nullopt, 0ms);
+  const int fd = child.report_fd();
+  REQUIRE(fd >= 0);
+  siginfo_t info{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(child.pid()), &info, WEXITED | WNOWAIT) == 0); // exited: socket closed
+  CHECK(child.report_fd() == fd);                                                        // nothing read yet
+  CHECK(child.job_ended().has_value());
+  CHECK(child.report_fd() == -1);
+  CHECK(child.try_wait().state == Child::WaitResult::exited);
 }
 
 TEST_SUITE_END();
