@@ -508,8 +508,9 @@ private:
     if (!m_recorder.recorded()) {
       // The period's success is not in the history: the next run anywhere runs the job again. Not 0, so that
       // cron's mail or a monitor shows it (red team 6, F3: exit 0 with a warning only).
-      m_log.warning("the job succeeded, but its success was not recorded (see above): another run may run the job "
-                    "again this period (--once-per)");
+      // "Not confirmed": the record may have been written with its reply lost (red team 8 F5).
+      m_log.warning("the job succeeded, but the record of its success was not confirmed (see above): another run "
+                    "may run the job again this period (--once-per)");
       return released == RunRelease::gone ? m_options.lost_exit_code : k_exit_unavailable;
     }
     if (released == RunRelease::released) return k_exit_ok;

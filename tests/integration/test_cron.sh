@@ -411,7 +411,7 @@ once_per_unrecorded_success_exits_69() {
   failproxy_start
   proxy fail insert/_runs times 5 error 2
   expect_exit 69 -- ml --uri "$FP_URI" run "$name" --once-per 1h -- true
-  assert_contains "$ERR" "its success was not recorded (see above): another run may run the job again this period"
+  assert_contains "$ERR" "the record of its success was not confirmed (see above): another run may run the job again this period"
   assert_free "$name"
 }
 
