@@ -19,10 +19,10 @@ namespace mongolock {
 
 namespace {
 
-// The mount point of the cgroup2 hierarchy from /proc/self/mountinfo ("ID PARENT MAJ:MIN ROOT MOUNTPOINT
-// OPTIONS... - FSTYPE SOURCE SUPER"), when its root is "/" (a bind mount of a subtree would not match the
-// path of /proc/self/cgroup). Mount points with spaces are escaped (\040): not supported, nullopt.
-std::optional<std::string> cgroup2_mount() {
+// The mount point of the first cgroup2 mount in /proc/self/mountinfo ("ID PARENT MAJ:MIN ROOT MOUNTPOINT
+// OPTIONS... - FSTYPE SOURCE SUPER") whose ROOT `want_root` accepts. Mount points with spaces are escaped
+// (\040): not supported, skipped.
+template <typename Accept> std::optional<std::string> cgroup2_mount_with(Accept want_root) {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -34,30 +34,22 @@ std::optional<std::string> cgroup2_mount() {
     std::istringstream head(line.substr(0, dash));
     std::string id, parent, dev, root, mount_point;
     if (!(head >> id >> parent >> dev >> root >> mount_point)) continue;
-    if (root != "/" || mount_point.find('\\') != std::string::npos) continue;
+    if (!want_root(root) || mount_point.find('\\') != std::string::npos) continue;
     return mount_point;
   }
   return std::nullopt;
 }
 
-// The mount point of a cgroup2 mount whose root is not "/" ("/.." and the like in a cgroup namespace made
-// after the mount): it shows groups that /proc/self/cgroup's path does not lead to.
+// The cgroup2 hierarchy's mount point, when its root is "/" (a bind mount of a subtree would not match the
+// path of /proc/self/cgroup).
+std::optional<std::string> cgroup2_mount() {
+  return cgroup2_mount_with([](const std::string& root) { return root == "/"; });
+}
+
+// A cgroup2 mount whose root is not "/" ("/.." and the like in a cgroup namespace made after the mount):
+// it shows groups that /proc/self/cgroup's path does not lead to.
 std::optional<std::string> cgroup2_mount_outside_view() {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream tail(line.substr(dash + 3));
-    std::string fstype;
-    if (!(tail >> fstype) || fstype != "cgroup2") continue;
-    std::istringstream head(line.substr(0, dash));
-    std::string id, parent, dev, root, mount_point;
-    if (!(head >> id >> parent >> dev >> root >> mount_point)) continue;
-    if (root == "/" || mount_point.find('\\') != std::string::npos) continue;
-    return mount_point;
-  }
-  return std::nullopt;
+  return cgroup2_mount_with([](const std::string& root) { return root != "/"; });
 }
 
 // Whether `pid` (decimal, as this PID namespace numbers it) is listed in DIR/cgroup.procs.

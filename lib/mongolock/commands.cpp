@@ -358,8 +358,8 @@ void refuse_shorter_than_run(Locker& locker, const LockSelector& which, const Re
   throw usage_error(fmt::format("--ttl {} is shorter than the TTL ({}) of the mongolock run holding lock '{}' ({}); "
                                 "the run counts its lease from its own renewals, so the lease would end on the "
                                 "server while its command runs: give at least {} or leave --ttl out",
-                                format_duration(ttl), format_duration(run->first), options.name,
-                                printable(run->second), format_duration(run->first)));
+                                format_duration(ttl), format_duration(run->first), options.name, printable(run->second),
+                                format_duration(run->first)));
 }
 
 int renew_command(const GlobalOptions& global, const RenewOptions& options, Log& log) {

@@ -277,8 +277,8 @@ std::vector<RunAncestor> job_cgroups_in(std::string_view path) {
     long long start = 0;
     char dash = 0;
     if (part.rfind(k_job_cgroup_prefix, 0) == 0 &&
-        std::sscanf(part.c_str() + k_job_cgroup_prefix.size(), "%d-%lld%c", &pid, &start, &dash) == 3 &&
-        dash == '-' && pid > 0 && start > 0) {
+        std::sscanf(part.c_str() + k_job_cgroup_prefix.size(), "%d-%lld%c", &pid, &start, &dash) == 3 && dash == '-' &&
+        pid > 0 && start > 0) {
       runs.push_back({pid, start});
     }
   }

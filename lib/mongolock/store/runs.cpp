@@ -430,8 +430,7 @@ MongoStore::executed_since(const std::vector<std::pair<std::string, std::optiona
   return impl.read_runs(impl.runs_collection(), filter.get(), opts.get(), limit, "read of the names' newest runs");
 }
 
-std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before,
-                                    ServerTime now) {
+std::int64_t MongoStore::purge_runs(std::string_view name, std::int64_t keep, ServerTime ended_before, ServerTime now) {
   auto& impl = *m_impl;
   impl.connect();
   auto* runs = impl.runs_collection(/*ensure_index=*/true);
