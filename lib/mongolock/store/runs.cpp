@@ -63,10 +63,12 @@ void to_bson(const RunRecord& run, bson_t* doc, bool with_id = true) {
   }
 }
 
-// The fields that fold skipped attempts into runs (lock, held_lock, skips, skip_hosts, skipped_on), when
-// `key` is one of them.
+// The fields that fold skipped attempts into runs (lock, held_lock, skips, skip_hosts, skipped_on) and
+// keep_until, when `key` is one of them.
 void read_fold_field(std::string_view key, const bson_iter_t& it, RunRecord& run) {
-  if (key == "skipped_on") {
+  if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "keep_until") {
+    run.keep_until = from_bson_date(bson_iter_date_time(&it));
+  } else if (key == "skipped_on") {
     run.skipped_on = iter_strings(it);
   } else if (key == "lock") {
     run.lock = iter_string(it);
@@ -105,8 +107,6 @@ RunRecord run_from_bson(const bson_t* doc) {
       run.started_at = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "ended_at") {
       run.ended_at = from_bson_date(bson_iter_date_time(&it));
-    } else if (BSON_ITER_HOLDS_DATE_TIME(&it) && key == "keep_until") {
-      run.keep_until = from_bson_date(bson_iter_date_time(&it));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "duration_ms") {
       run.duration = Millis(number(it).value_or(0));
     } else if (BSON_ITER_HOLDS_NUMBER(&it) && key == "waited_ms") {
