@@ -107,6 +107,9 @@ struct LockSelector {
   std::optional<ServerTime> expired_by = std::nullopt;     // expires_at <= this (expired that long ago)
   std::optional<ServerTime> renewed_before = std::nullopt; // renewed_at < this (a renewal never undoes a newer one)
   bool not_released = false;                               // released_at does not exist
+  std::optional<Millis> run_ttl_at_most = std::nullopt;    // run_ttl_ms <= this, or no run_ttl_ms (not a run's
+                                                           // lock): a renewal never shortens a run's lease below
+                                                           // the TTL it counts from (red team 8, F1)
   std::optional<HolderPlace> place = std::nullopt;         // with `process`: place_matches() (issue 26 item 7)
 };
 

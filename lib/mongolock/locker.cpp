@@ -377,6 +377,7 @@ bool outstamped(const LockRecord& current, const LockSelector& which) {
   return which.renewed_before && current.renewed_at >= *which.renewed_before && is(which.id, current.id) &&
          is(which.token, current.token) && is(which.process, current.process) &&
          (!which.place || place_matches(current, *which.place)) && !current.released_at &&
+         (!which.run_ttl_at_most || current.run_ttl <= *which.run_ttl_at_most) &&
          (!which.expires_after || current.expires_at > *which.expires_after);
 }
 
@@ -392,6 +393,7 @@ std::optional<ServerTime> Locker::renew(const LockSelector& which, Millis ttl, b
   auto live = which;
   live.expires_after = m_store.clock().latest(at);
   live.not_released = true;
+  live.run_ttl_at_most = ttl; // never below a run's own lease (red team 8, F1)
   for (int attempt = 0;; ++attempt) {
     live.renewed_before = stamp; // a late copy of this renewal never undoes a newer one
     const auto expires = std::max(*live.expires_after, stamp) + ttl;

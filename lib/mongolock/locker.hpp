@@ -143,7 +143,8 @@ public:
   // new expiry, or nullopt when `which` selects no live lock (the retry above a stamp checks "live" at the
   // retry, not at the start: red team 7, F3). Throws Error (66 by token, else 65) when the renewal was
   // written after the lease had ended (its new expiry not after the server's latest time once answered:
-  // red team 7, F2), and Error (69) on server errors.
+  // red team 7, F2), and Error (69) on server errors. A run's lock (run_ttl_ms) matches only when `ttl` is at
+  // least the run's own TTL (red team 8, F1): a shorter one returns nullopt.
   [[nodiscard]] std::optional<ServerTime> renew(const LockSelector& which, Millis ttl, bool mark_waiters = false);
 
   // Heartbeat renewal of `lock` to (the latest server time at `sent`) + ttl, where `sent` is the local

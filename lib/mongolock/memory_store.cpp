@@ -46,6 +46,7 @@ bool selects(const LockSelector& which, const LockRecord& lock) {
          (!which.hold_ends_by || lock.hold_until <= *which.hold_ends_by) &&
          (!which.expired_by || lock.expires_at <= *which.expired_by) &&
          (!which.renewed_before || lock.renewed_at < *which.renewed_before) &&
+         (!which.run_ttl_at_most || lock.run_ttl <= *which.run_ttl_at_most) &&
          (!which.not_released || !lock.released_at);
 }
 

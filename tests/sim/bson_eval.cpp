@@ -111,9 +111,20 @@ bool ordered(std::string_view op, const std::optional<bson_iter_t>& have, const 
   return c >= 0; // $gte
 }
 
+bool is_operator_document(const bson_iter_t& value);
+
 // One operator of {field: {op: value}}.
 bool apply_operator(std::string_view op, const std::optional<bson_iter_t>& have, const bson_iter_t& value) {
   if (op == "$lt" || op == "$lte" || op == "$gt" || op == "$gte") return ordered(op, have, value);
+  if (op == "$not") {
+    // {$not: {ops}}: true where the operators do not all hold, a missing field included (run_ttl_ms's bound).
+    bson_iter_t inner;
+    if (!is_operator_document(value) || !bson_iter_recurse(&value, &inner)) throw Unsupported("$not of a non-operator");
+    bool all = true;
+    while (bson_iter_next(&inner))
+      all = all && apply_operator(bson_iter_key(&inner), have, inner);
+    return !all;
+  }
   if (op == "$ne") return !equals(have, value);
   if (op == "$in") return in(have, value);
   if (op == "$nin") return !in(have, value);

@@ -676,12 +676,15 @@ void Client::operate() {
   if (command.by == By::holder) which.process = command.selector = doc.process;
   if (command.by == By::token) which.token = command.selector = doc.token;
   if (command.by == By::id) which.id = command.selector = doc.id;
+  if (command.kind == OperatorCommand::Kind::renew) {
+    command.ttl =
+        draw.chance(0.5) && doc.ttl > Millis(0) ? doc.ttl : draw.millis(config.timing.ttl / 2, config.timing.ttl);
+  }
   m_command = command;
   const char* by = command.by == By::holder ? "holder" : command.by == By::token ? "token" : "_id";
   try {
     if (command.kind == OperatorCommand::Kind::renew) {
-      const auto ttl =
-          draw.chance(0.5) && doc.ttl > Millis(0) ? doc.ttl : draw.millis(config.timing.ttl / 2, config.timing.ttl);
+      const auto ttl = command.ttl;
       m_world.count("operator renew commands");
       const auto expires = config.plant == Plant::outstamp_any ? planted_renew(which, ttl) : m_locker.renew(which, ttl);
       m_world.note(fmt::format("op: renew '{}' by {} ({}), ttl {}: {}", doc.program, by, doc.id, ms(ttl),

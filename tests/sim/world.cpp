@@ -925,6 +925,14 @@ void World::operator_write(const OperatorCommand& command, const mongolock::Lock
                                                           : "holder",
                                 command.selector, before.program, before.id, before.process));
   }
+  // A run's lock is renewed only with a TTL of at least the run's own (red team 8, F1: an operator's `renew --ttl
+  // 1s` from outside the run set the server's lease below what the run counted from its own renewals; another
+  // host ran beside the job).
+  if (renewal && after && before.run_ttl > Millis(0) && command.ttl < before.run_ttl) {
+    throw Violation(fmt::format("the operator's renew of '{}' ({}) with --ttl {} ms matched a run's lock whose TTL is "
+                                "{} ms",
+                                command.program, before.id, command.ttl.count(), before.run_ttl.count()));
+  }
   const bool same = before.id == command.named;
   if (!same) count(renewal ? "operator renewals of a later acquisition" : "operator releases of a later acquisition");
   if (renewal && after) {

@@ -145,6 +145,7 @@ struct OperatorCommand {
   std::string named;    // the _id of the acquisition the operator read on the server before the command
   std::string selector; // the holder ("host:pid"), the token or the _id given
   LocalTime sent{};     // the command started (world time)
+  Millis ttl{0};        // renew: the TTL it asks
 };
 
 // An invariant failed: unwinds the whole schedule (World::run catches it).
