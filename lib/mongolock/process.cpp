@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -517,10 +518,8 @@ sigset_t block_guardian_signals(int kill_signal) {
   return waited;
 }
 
-// Writes the holder file `fd` (ChildSpec::holder_fd) from its start: `pgid` in decimal and a newline, then,
-// when the job runs in its own cgroup (`cgroup` not null), that group's directory and a newline, so that a
-// run on this host that finds mongolock and its guardian gone can tell whether anything of the job still
-// runs (liveness.hpp). Async-signal-safe; nothing when fd < 0.
+} // namespace
+
 void record_job_group(int fd, pid_t pgid, const char* cgroup) {
   if (fd < 0) return;
   char text[4200];
@@ -541,9 +540,15 @@ void record_job_group(int fd, pid_t pgid, const char* cgroup) {
     n += path_length;
     text[n++] = '\n';
   }
-  [[maybe_unused]] const auto w = pwrite(fd, text, n, 0);
-  [[maybe_unused]] const auto t = ftruncate(fd, static_cast<off_t>(n));
+  const auto w = pwrite(fd, text, n, 0);
+  const auto t = ftruncate(fd, static_cast<off_t>(n));
+  // A file left empty or partly written would read as other evidence ("no job was ever started": an instant
+  // takeover beside the job). Writable by its group, it is no evidence at all (liveness.cpp open_evidence()):
+  // a same-host run waits for the lease (red team 8: a full /dev/shm).
+  if (w != static_cast<ssize_t>(n) || t != 0) static_cast<void>(fchmod(fd, S_IRUSR | S_IWUSR | S_IWGRP));
 }
+
+namespace {
 
 // Forks the command's process: into the job's cgroup when there is one (clone3 CLONE_INTO_CGROUP, Linux 5.7+:
 // the process never runs outside it), else (or when that fails) a plain fork(). `in_cgroup` says which.

@@ -224,4 +224,11 @@ private:
   std::vector<pid_t> m_others;         // mongolock's children when spawn() ran: not the job's
 };
 
+// Writes the holder file `fd` (ChildSpec::holder_fd) from its start: `pgid` in decimal and a newline, then,
+// when the job runs in its own cgroup (`cgroup` not null), that group's directory and a newline, so that a
+// run on this host that finds mongolock and its guardian gone can tell whether anything of the job still
+// runs (liveness.hpp). When the write or the truncation fails (a full /dev/shm), makes the file writable by
+// its group, which no reader takes as evidence. Async-signal-safe (the guardian calls it); nothing when fd < 0.
+void record_job_group(int fd, pid_t pgid, const char* cgroup);
+
 } // namespace mongolock

@@ -448,3 +448,26 @@ TEST_CASE("own-orphan notes: only this PID namespace's stale notes are swept (re
   closedir(shm);
   CHECK(found);
 }
+
+TEST_CASE("A holder file that cannot be written becomes no evidence (group-writable), one that can stays the owner's") {
+  char dir_template[] = "/tmp/mongolock-unit-holder-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string path = std::string(dir_template) + "/holder";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  mongolock::record_job_group(fd, 4242, "/sys/fs/cgroup/x");
+  struct stat st {};
+  REQUIRE(fstat(fd, &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+  CHECK(st.st_size == static_cast<off_t>(std::string("4242\n/sys/fs/cgroup/x\n").size()));
+  close(fd);
+  // Read-only: the pwrite fails (EBADF) as on a full /dev/shm (ENOSPC), and the truncation too.
+  const int ro = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(ro >= 0);
+  mongolock::record_job_group(ro, 4243, nullptr);
+  REQUIRE(fstat(ro, &st) == 0);
+  CHECK((st.st_mode & S_IWGRP) != 0);
+  close(ro);
+  unlink(path.c_str());
+  rmdir(dir_template);
+}
