@@ -612,8 +612,13 @@ bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
       },
       Write::read, Fails::unknown);
   ticket.id = *id;
-  // A second ticket of a name in one wait: the first lapsed or was lost (WaitQueue::keep_alive() rejoins).
-  if (inserted && !m_client.m_joined.insert(copy.name).second) m_world.ticket_rejoined(m_client, copy.name);
+  // A second ticket of a name in one wait: the first lapsed or was lost (WaitQueue::keep_alive() rejoins); not
+  // after a duplicate key in this step: the join takes the next seq for every name (schedule 246 of --multi: a
+  // waiter of 'b' and 'c' whose 'c' seq 1 another waiter had just taken inserted 'b' again with seq 2).
+  if (!inserted) m_client.m_join_collided = true;
+  if (inserted && !m_client.m_joined.insert(copy.name).second && !m_client.m_join_collided) {
+    m_world.ticket_rejoined(m_client, copy.name);
+  }
   return inserted;
 }
 
