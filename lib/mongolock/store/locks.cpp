@@ -381,7 +381,7 @@ void MongoStore::probe_server_time(const LockSelector& which) {
   auto& impl = *m_impl;
   if (impl.server_time.decided()) return;
   impl.connect();
-  bson_error_t error;
+  bson_error_t error{}; // set by a failed find only: a zeroed one refuses nothing (refuses_server_time())
   auto read = impl.probe_find(which, true, error);
   if (read && *read) impl.server_time.accepted();
   if (!read && impl.server_time.resend_without(error)) {
