@@ -40,11 +40,16 @@ public:
                  std::function<void(LocalTime)> renewed, std::optional<Millis> replace_check = std::nullopt,
                  std::function<void()> notify = {});
 
-  // When step() is due next (LeaseClock): the next renewal, or the next replace check if earlier.
-  [[nodiscard]] LocalTime next_wakeup() const { return std::min(m_next, m_check_at); }
+  // When step() is due next (LeaseClock): the next renewal, or the next replace check or the server-time probe
+  // if earlier.
+  [[nodiscard]] LocalTime next_wakeup() const { return std::min({m_next, m_check_at, m_probe_at}); }
 
-  // One wake-up at LeaseClock::now() (at or after next_wakeup()): the replace check when only it is due, else
-  // a renewal of every lock in turn (then the `renewed` callback and Locker::mark_if_waited). Returns false
+  // One wake-up at LeaseClock::now() (at or after next_wakeup()): before the renewal is due, the server-time
+  // probe and the replace check when they are due, else a renewal of every lock in turn (then the `renewed`
+  // callback and Locker::mark_if_waited). The probe (LockStore::probe_server_time) is due once, before the first
+  // renewal by min(500 ms, renew interval / 2), while the store has the server-time condition undecided
+  // (LockStore::server_time_undecided() at construction), so that a run that ends before then sends nothing for
+  // it (scripts/bench: `run -- true` sends 5 commands). Returns false
   // when the heartbeat has ended: given up, a lease gone (gone() says why when the lock was found gone), too
   // late to renew, or a reply after the deadline (deadline() has then passed). Store errors are caught (a
   // failed renewal is retried after a quarter of the renew interval, 100 ms..2 s).
@@ -70,6 +75,9 @@ private:
   // Whether `ticket` is this run's own (by _id, never by `process`: issue 26 item 7).
   [[nodiscard]] bool own_ticket(const TicketRecord& ticket) const;
   void check_replace(LocalTime next);
+  // The server-time probe, bounded on its own to end before `next` (the first renewal); errors only leave the
+  // condition to the first renewal.
+  void probe_server_time(LocalTime next);
   Renewal renew_one(std::size_t i);
   void confirmed(std::size_t i, LocalTime sent, LocalTime received);
   void report_gone(const std::string& reason);
@@ -89,6 +97,7 @@ private:
   LeaseBook m_book;          // under m_mutex
   LocalTime m_next;          // the next renewal (step()'s thread only)
   LocalTime m_check_at;      // the next replace check (step()'s thread only)
+  LocalTime m_probe_at;      // the server-time probe; max() once done or passed (step()'s thread only)
 };
 
 } // namespace mongolock

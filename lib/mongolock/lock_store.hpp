@@ -216,6 +216,19 @@ public:
   [[nodiscard]] virtual std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
                                            Millis ttl, bool mark_waiters = false) = 0;
 
+  // Decides, before a heartbeat's first renewal, whether renew() sends the server-time condition, so that no
+  // renewal pays a refusal inside its renew deadline (store::ServerTimeCondition, whose rules it follows):
+  // reads the document renew(`which`) would renew, with the condition last in the filter (renew_filter()); a
+  // document read: the server has it; refused for it (refuses_server_time()): read once more without it, and
+  // read: the server lacks it. Nothing is written, so a failure pins no lease. Sends nothing once decided (nor
+  // where there is no condition to decide: the default, MemoryStore). One or two finds, bounded by the last
+  // reconnect()'s limits; throws Error (69) when a find fails otherwise (the condition stays undecided: the
+  // first renewal decides it, as without a probe).
+  virtual void probe_server_time(const LockSelector& which) { (void)which; }
+  // Whether probe_server_time() would send anything: the condition is not decided yet (false where there is
+  // nothing to decide: the default, MemoryStore). Sends nothing, never throws.
+  [[nodiscard]] virtual bool server_time_undecided() const { return false; }
+
   // Sets released_at and expires_at of the one document matching `which` (a release during the minimum
   // hold). Returns the number of documents matched (0 or 1).
   [[nodiscard]] virtual std::int64_t mark_released(const LockSelector& which, ServerTime released_at,

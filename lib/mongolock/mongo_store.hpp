@@ -62,6 +62,8 @@ public:
   [[nodiscard]] std::int64_t remove(const LockSelector& which) override;
   [[nodiscard]] std::int64_t renew(const LockSelector& which, ServerTime expires_at, ServerTime renewed_at, Millis ttl,
                                    bool mark_waiters = false) override;
+  void probe_server_time(const LockSelector& which) override;
+  [[nodiscard]] bool server_time_undecided() const override;
   [[nodiscard]] std::int64_t mark_released(const LockSelector& which, ServerTime released_at,
                                            ServerTime expires_at) override;
   [[nodiscard]] std::int64_t set_fence(const LockSelector& which, std::int64_t fence) override;

@@ -74,6 +74,7 @@ void Client::end_run() {
 }
 
 void Client::step() {
+  m_join_collided = false;
   try {
     if (is_operator()) {
       operate();

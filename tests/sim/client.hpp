@@ -191,8 +191,12 @@ private:
   bool m_replace = false;         // this attempt is a run --replace (Config::p_replace)
   LocalTime m_fault{};            // the latest effect of a fault that touched it (fault())
   std::set<std::string> m_joined; // the names this wait's queue inserted a ticket of (a second one is a rejoin)
-  bool m_job_fails = false;       // run --once-per schedules: this job exits non-zero
-  std::string m_replaced_by;      // its heartbeat saw a newer replacing run ("host:pid"): the job is being stopped
+  // A ticket insert of this step met a duplicate key: WaitQueue::join gives back what it inserted and joins again
+  // with the next seq in the same step (allocate_unique), a second ticket of a name that is no rejoin. Cleared at
+  // every step.
+  bool m_join_collided = false;
+  bool m_job_fails = false;  // run --once-per schedules: this job exits non-zero
+  std::string m_replaced_by; // its heartbeat saw a newer replacing run ("host:pid"): the job is being stopped
   friend class SimStore;
   friend class SimFeed;
 };

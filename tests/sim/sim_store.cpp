@@ -434,6 +434,54 @@ std::int64_t SimStore::renew(const LockSelector& which, ServerTime expires_at, S
   return *matched;
 }
 
+void SimStore::probe_server_time(const LockSelector& which) {
+  if (m_server_time.decided() || m_world.config().plant == Plant::no_server_time) return;
+  const auto selector = sent(which);
+  auto read = probe_find(selector, true);
+  if (read && *read) m_server_time.accepted(); // evaluated: as MongoStore
+  if (!read) {
+    bson_error_t refusal{};
+    bson_set_error(&refusal, MONGOC_ERROR_SERVER, 238, "The operator $gt is not implemented yet");
+    if (m_server_time.resend_without(refusal)) {
+      read = probe_find(selector, false);
+      if (read && *read) (void)m_server_time.lacking();
+    }
+    if (!read) throw unavailable("find (server-time probe): refused (238 NotImplemented)");
+  }
+}
+
+// The probe's read: the renewal's filter (renew_filter()) evaluated on the document of the selector's program,
+// checked against renew's contract as a renewal's filter is; nothing is written.
+std::optional<bool> SimStore::probe_find(const LockSelector& selector, bool server_time) {
+  const auto filter = make_doc([&](bson_t* out) { mongolock::store::renew_filter(selector, out, server_time); });
+  return call<std::optional<bool>>(
+      "find (server-time probe)",
+      [this, selector, filter, server_time]() -> std::optional<bool> {
+        auto live = selector;
+        live.not_released = true;
+        const bool mongodb = server_time && m_world.config().semantics == mongolock::WriteSemantics::mongodb;
+        const auto now = m_world.server_now();
+        const auto contract = [live, mongodb, now](const LockRecord& lock) {
+          return mongolock::selects(live, lock) && (!mongodb || lock.expires_at > now);
+        };
+        const Server server{mongolock::store::to_bson_date(now),
+                            m_world.config().semantics == mongolock::WriteSemantics::ferretdb_v1};
+        const auto lock = m_world.server().find(selector.program);
+        try {
+          const bool read = lock && checked_match("probe", filter, *lock, Contract<LockRecord>(contract), server);
+          m_world.note(fmt::format("  server: server-time probe of {} by c{}{}: {}", selector.program, m_client.id(),
+                                   server_time ? "" : " (without the condition)", read ? "read" : "nothing"));
+          return read;
+        } catch (const Refused&) {
+          m_world.count("server-time probes refused (FerretDB v1)");
+          m_world.note(fmt::format("  server: server-time probe of {} by c{}: refused ($expr)", selector.program,
+                                   m_client.id()));
+          return std::nullopt;
+        }
+      },
+      Write::read);
+}
+
 // One findAndModify of a renewal; nullopt when the server refused its server-time condition. The planted bug
 // no_server_time leaves the condition out of the filter when the store sends it (the contract still has it).
 std::optional<std::int64_t> SimStore::send_renewal(const Renewal& r, bool server_time) {
@@ -564,8 +612,13 @@ bool SimStore::insert_ticket(mongolock::TicketRecord& ticket) {
       },
       Write::read, Fails::unknown);
   ticket.id = *id;
-  // A second ticket of a name in one wait: the first lapsed or was lost (WaitQueue::keep_alive() rejoins).
-  if (inserted && !m_client.m_joined.insert(copy.name).second) m_world.ticket_rejoined(m_client, copy.name);
+  // A second ticket of a name in one wait: the first lapsed or was lost (WaitQueue::keep_alive() rejoins); not
+  // after a duplicate key in this step: the join takes the next seq for every name (schedule 246 of --multi: a
+  // waiter of 'b' and 'c' whose 'c' seq 1 another waiter had just taken inserted 'b' again with seq 2).
+  if (!inserted) m_client.m_join_collided = true;
+  if (inserted && !m_client.m_joined.insert(copy.name).second && !m_client.m_join_collided) {
+    m_world.ticket_rejoined(m_client, copy.name);
+  }
   return inserted;
 }
 

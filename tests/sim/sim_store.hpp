@@ -33,6 +33,13 @@ public:
   [[nodiscard]] std::int64_t remove(const mongolock::LockSelector& which) override;
   [[nodiscard]] std::int64_t renew(const mongolock::LockSelector& which, ServerTime expires_at, ServerTime renewed_at,
                                    Millis ttl, bool mark_waiters = false) override;
+  // As MongoStore's: a find of the lock by the renewal's filter, with the server-time condition (and, refused,
+  // once more without it) until the store has decided it; never under Plant::no_server_time (renewals go without
+  // the condition there, and so would the probe's read).
+  void probe_server_time(const mongolock::LockSelector& which) override;
+  [[nodiscard]] bool server_time_undecided() const override {
+    return !m_server_time.decided() && m_world.config().plant != Plant::no_server_time;
+  }
   [[nodiscard]] std::int64_t mark_released(const mongolock::LockSelector& which, ServerTime released_at,
                                            ServerTime expires_at) override;
   [[nodiscard]] std::int64_t set_fence(const mongolock::LockSelector& which, std::int64_t fence) override;
@@ -97,6 +104,8 @@ private:
     Millis ttl;
     bool mark_waiters;
   };
+  // The probe's find (probe_server_time()): whether it read a document; nullopt: the server refused it.
+  [[nodiscard]] std::optional<bool> probe_find(const mongolock::LockSelector& selector, bool server_time);
   // One findAndModify of a renewal, with or without the server-time condition; nullopt: the server refused it.
   [[nodiscard]] std::optional<std::int64_t> send_renewal(const Renewal& renewal, bool server_time);
   void wait_until(LocalTime t);

@@ -151,7 +151,6 @@ World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant 
   draw_operator(seed, m_config, operators);
   // Within --grace the drift a client's estimate gathers widens the server-clock bounds; beyond it they widen by
   // the grace only (what the grace covers), and a violation is the man page's limit.
-  m_slack = std::min(m_config.drift_error, m_config.grace);
   if (m_config.drift_beyond_grace()) global_fault(LocalTime::max()); // a lease may be lost to the drift
   if (m_config.same_host) {
     m_host = std::make_unique<Host>(*this);
@@ -286,6 +285,18 @@ void World::draw_drift(std::uint64_t seed, Config& c) {
   c.drift_error = Millis((most * horizon + 999'999) / 1'000'000);
 }
 
+// Config::drift_error is the drift over the horizon; a call in flight at the horizon runs the world on past it (its
+// reply, and the steps of others meanwhile), and an estimate a client read at its start keeps drifting: the drift
+// by now (schedule 9798 of --operator: a waiter's takeover 179 ms after expiry with a grace of 184 ms, at 28.9 s of
+// a 20 s horizon: 5 ms short of the grace; at 183 ppm its estimate can drift 5.3 ms by then, 4 ms over the horizon).
+Millis World::slack() const {
+  std::int64_t most = 0;
+  for (const auto p : m_config.ppm)
+    most = std::max(most, p < 0 ? -p : p);
+  const auto ran = std::max(m_config.horizon, std::chrono::ceil<Millis>(m_now - m_start)).count();
+  return std::min(Millis((most * ran + 999'999) / 1'000'000), m_config.grace) + m_step_slack;
+}
+
 LocalTime World::local_time(int id, LocalTime t) const {
   const auto i = static_cast<std::size_t>(id - 1);
   if (id <= 0 || i >= m_config.ppm.size() || m_config.ppm[i] == 0 || t == LocalTime::max() || t == LocalTime::min())
@@ -384,7 +395,6 @@ void World::step_clock() {
   m_truth = mongolock::ServerClock(server_now() + m_config.clock_step, Millis(0), m_now);
   m_server.set_clock(m_truth);
   m_step_slack = std::chrono::abs(m_config.clock_step);
-  m_slack = std::min(m_config.drift_error, m_config.grace) + m_step_slack;
   m_stepped = true;
   // A client's clock estimate is off by the step until it next reads the server's clock (a handshake), however
   // late that is: its writes meanwhile may be expired on arrival. The liveness invariants are off from here.
@@ -529,7 +539,7 @@ void World::job_started(const mongolock::LockRecord& lock) {
 
 void World::purged(const mongolock::LockRecord& removed) {
   count("takeovers");
-  if (removed.expires_at + m_config.grace > server_now() + m_slack) {
+  if (removed.expires_at + m_config.grace > server_now() + slack()) {
     throw Violation(
         fmt::format("lock '{}' ({}) was taken over {} ms after it expired, before the takeover grace of {} ms",
                     removed.program, removed.id, (server_now() - removed.expires_at).count(), m_config.grace.count()));
@@ -540,7 +550,7 @@ void World::released(const mongolock::LockRecord& lock, const mongolock::Release
   if (outcome.kind == mongolock::ReleaseOutcome::min_hold) {
     count("min-hold releases");
     m_holds[lock.program] = Hold{lock.id, outcome.hold_until};
-  } else if (outcome.kind == mongolock::ReleaseOutcome::released && server_now() + m_slack < lock.hold_until &&
+  } else if (outcome.kind == mongolock::ReleaseOutcome::released && server_now() + slack() < lock.hold_until &&
              !broken(lock.id)) {
     throw Violation(fmt::format("lock '{}' ({}) was deleted {} ms before the end of its minimum hold", lock.program,
                                 lock.id, (lock.hold_until - server_now()).count()));
@@ -553,7 +563,7 @@ void World::acquired(const mongolock::LockRecord& lock) {
   // A reply that arrives late names an insert applied long ago (maybe broken since): only a document on the
   // server now was inserted after the held one was gone.
   if (const auto current = m_server.find(lock.program); !current || current->id != lock.id) return;
-  if (!broken(it->second.id) && server_now() + m_slack < it->second.until) {
+  if (!broken(it->second.id) && server_now() + slack() < it->second.until) {
     throw Violation(fmt::format("lock '{}' was acquired {} ms before the end of the previous holder's minimum hold",
                                 lock.program, (it->second.until - server_now()).count()));
   }
@@ -567,7 +577,7 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
   const auto mine = std::find_if(tickets.begin(), tickets.end(), [&](const auto& t) { return t.id == lock.ticket; });
   if (mine == tickets.end()) return; // its ticket lapsed and was deleted: it took a free lock as it would anyway
   const auto now = server_now();
-  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - m_slack;
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - slack();
   // run --replace joins at the front: a replacing run that joined while the taker's attempt was on its way (its
   // last look at the queue, then its insert: calls of up to 1 s, the man page's bound for the queue's order) is
   // not passed over; it supersedes the taker next (the holder's replace check), as the newest replacing run wins.
@@ -581,9 +591,9 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
     // behind, woken by the release's event, takes the lock without reading the queue (best effort, by design: the
     // replacing run waits one more holder). A transient error cuts it while the run waits on (Waiter::pause_after).
     const auto announced = m_replace_events.find(t.name);
-    const bool unannounced = announced == m_replace_events.end() || announced->second + m_slack < t.since;
+    const bool unannounced = announced == m_replace_events.end() || announced->second + slack() < t.since;
     if (waits && unannounced) count("replacing runs passed whose announcement was lost (by design)");
-    return !waits || unannounced || t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
+    return !waits || unannounced || t.since + Millis(1000) + m_config.max_rtt + slack() > now;
   };
   for (const auto& t : tickets) {
     if (t.seq >= mine->seq || t.expires_at <= now || m_lapsed.count(t.id) != 0 || t.expires_at - now > far ||
@@ -598,8 +608,8 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
 void World::ticketless_grant(const mongolock::LockRecord& lock, LocalTime waiting_since) {
   count("grants without a ticket to waiters");
   const auto now = server_now();
-  const auto before = m_truth.at(waiting_since) - m_config.max_rtt - Millis(1) - m_slack;
-  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - m_slack;
+  const auto before = m_truth.at(waiting_since) - m_config.max_rtt - Millis(1) - slack();
+  const auto far = mongolock::QueueTiming{}.ticket_lease + Millis(1000) - slack();
   for (const auto& t : m_server.tickets({lock.name})) {
     if (t.process == lock.process || t.since >= before || t.expires_at <= now || m_lapsed.count(t.id) != 0 ||
         t.expires_at - now > far) {
@@ -630,7 +640,7 @@ void World::check_orphans() {
     const auto it = m_orphan_since.find(doc.id);
     const auto since = it == m_orphan_since.end() ? m_now : it->second;
     still.emplace(doc.id, since);
-    const auto bound = m_truth.at(since) + m_config.timing.ttl + m_config.max_rtt + Millis(2) + m_slack;
+    const auto bound = m_truth.at(since) + m_config.timing.ttl + m_config.max_rtt + Millis(2) + slack();
     if (doc.expires_at <= bound) continue;
     throw Violation(fmt::format("lock '{}' ({}) is nobody's since {} but expires {} ms after then (more than its TTL "
                                 "of {} ms): it blocks its name past TTL + grace",
@@ -667,7 +677,7 @@ void World::check_waiters() {
     // the last fault of the head's own calls, through which a queued waiter pauses and tries again:
     // Waiter::pause_after. Before that, such a waiter exited 69 and left the line.)
     const auto from = std::max({free_since, *since, m_outage_until, client->own_fault()});
-    if (!all_free || client->wants().empty() || m_now - from <= k_head_bound + m_slack) {
+    if (!all_free || client->wants().empty() || m_now - from <= k_head_bound + slack()) {
       continue;
     }
     throw Violation(fmt::format("'{}' has been free since {} while c{}, first in line since {}, waits",
@@ -683,12 +693,12 @@ void World::check_invariants() {
   const mongolock::QueueTiming queue;
   for (const auto& t : m_server.tickets({})) {
     // (A step of the server's clock moves every expiry for clients that have not read the clock since.)
-    if (t.expires_at <= server_now() + m_slack) m_lapsed.insert(t.id);
+    if (t.expires_at <= server_now() + slack()) m_lapsed.insert(t.id);
     // A far waiter's long lease (as first seen with this expiry) not renewed for renewal_overdue(): the
     // queue skips it as a dead waiter's wherever it is in line (WaitQueue::at_head, issue 26 item 9).
     auto [seen, fresh] = m_ticket_seen.try_emplace(t.id, TicketSeen{t.expires_at, server_now()});
     if (!fresh && seen->second.expires_at != t.expires_at) seen->second = TicketSeen{t.expires_at, server_now()};
-    const bool far = seen->second.expires_at - seen->second.at > queue.ticket_lease + queue.purge_after / 2 - m_slack;
+    const bool far = seen->second.expires_at - seen->second.at > queue.ticket_lease + queue.purge_after / 2 - slack();
     if (far && t.expires_at - queue.far_ticket_lease + queue.renewal_overdue() <= server_now()) m_lapsed.insert(t.id);
   }
   check_waiters();
@@ -878,7 +888,7 @@ void World::attempt_held(const Client& client, const std::string& name, LocalTim
       if (lock.name != name) continue;
       const auto doc = m_server.find(lock.program);
       if (!doc || doc->id != lock.id) continue;
-      const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1) + m_slack;
+      const auto free_at = m_truth.local_at(doc->expires_at + m_config.grace) + m_config.max_rtt + Millis(1) + slack();
       if (started < free_at) continue;
       throw Violation(fmt::format("c{}'s attempt at {} found '{}' held, but its holder c{} is dead and its lock was "
                                   "free for takeover since {}",

@@ -344,9 +344,9 @@ private:
   std::vector<std::unique_ptr<Client>> m_clients;
   std::set<std::string> m_instant; // _id of locks taken over at once by a same-host takeover
   std::set<pid_t> m_expected;      // runs whose escaped part overlapped a holder that took its lock by expiry
-  // Server-clock bounds widen by this much: the step of the server's clock (either way) plus the drift a client's
-  // estimate can have gathered (Config::drift_error, at most --grace: beyond it, violations are LIMITS).
-  Millis m_slack{0};
+  // Server-clock bounds widen by this much (slack()): the step of the server's clock (either way) plus the drift a
+  // client's estimate can have gathered by now (at most --grace: beyond it, violations are LIMITS).
+  [[nodiscard]] Millis slack() const;
   Millis m_step_slack{0}; // the step alone: the bounds of a holder's own lease (its margin covers the drift)
   bool m_stepped = false;
   bool m_strict_steps = false;

@@ -57,13 +57,21 @@ void renew_filter(const LockSelector& which, bson_t* out, bool server_time);
 // condition on: that renewal's error stands, and the next renewal sends the condition again: at most one
 // resend per renewal, never a loop. Until a renewal with the condition has been answered (the server has
 // it), a renewal carries it only when its call has time left for that resend: on a slow link the refusal's
-// round trip would otherwise cost the first renewal its call bound (red team 5, F1's budget).
+// round trip would otherwise cost the first renewal its call bound (red team 5, F1's budget). The heartbeat
+// decides it before its first renewal, outside the renew deadline: LockStore::probe_server_time() reads the
+// holder's own document with the condition (and, refused, once more without it) under the same rules, so that
+// on FerretDB v1 no renewal pays the refusal's round trip (the simulator's seed 4824 of --semantics ferretdb
+// --edge: a lease lost to it with no fault).
 class ServerTimeCondition {
 public:
+  // Whether the server was found to evaluate the condition (accepted()) or to lack it (lacking()): a probe
+  // (LockStore::probe_server_time) then sends nothing.
+  [[nodiscard]] bool decided() const { return m_accepted || m_lacking; }
   // Whether the next renewal carries the condition; `time_for_resend`: its call has time for a second
   // findAndModify (one round trip) after the first.
   [[nodiscard]] bool sent(bool time_for_resend) const { return !m_lacking && (m_accepted || time_for_resend); }
-  // A renewal with the condition matched a document (so the server evaluated it): the server has it; every
+  // A renewal (or the probe's read) with the condition matched a document (so the server evaluated it): the
+  // server has it; every
   // renewal carries it from now on. (FerretDB answers "matched nothing" without evaluating it when the rest
   // of the filter matches no document: that is no proof.)
   void accepted() { m_accepted = true; }
@@ -106,5 +114,27 @@ void ticket_renew_update(ServerTime expires_at, bson_t* out);
 void ticket_remove_filter(std::string_view id, std::optional<ServerTime> expired_at_or_before, bson_t* out);
 // The read of the line: {name: {$in: names}}, or every ticket when `names` is empty.
 void tickets_filter(const std::vector<std::string>& names, bson_t* out);
+
+// --- refusals in passing (store/queue.cpp, store/runs.cpp) --------------------------------------------
+
+// Whether a write's error text `message` is FerretDB v1 on SQLite refusing it because another connection holds
+// the database: SQLite's SQLITE_BUSY, "database is locked (517)". Nothing was written; the write may be sent
+// again (the wake-up event's insert, the history insert: docs/compatibility.md).
+[[nodiscard]] bool sqlite_locked(std::string_view message);
+
+// --- run history (store/runs.cpp) ---------------------------------------------------------------------
+
+// Whether a history insert refused with `error` is sent again (red team 7, F5): the server answered (domain
+// SERVER or QUERY), nothing was written, and the refusal is a passing one: sqlite_locked() or an election's (the
+// retryable writes spec's codes: HostUnreachable 6, HostNotFound 7, NetworkTimeout 89, ShutdownInProgress 91,
+// PrimarySteppedDown 189, ExceededTimeLimit 262, SocketException 9001, NotWritablePrimary 10107,
+// InterruptedAtShutdown 11600, InterruptedDueToReplStateChange 11602, NotPrimaryNoSecondaryOk 13435,
+// NotPrimaryOrSecondary 13436).
+[[nodiscard]] bool history_insert_retryable(const bson_error_t& error);
+// Whether an insert's `reply` has writeErrors and all of them are duplicate keys (11000) of _id (the errmsg
+// names "_id"): a retry met the records an earlier copy of the same insert wrote (their _ids are the client's),
+// so they are recorded. Only for a retry: a first copy's duplicate key (another unique index, a reused _id) is
+// the server's refusal.
+[[nodiscard]] bool only_duplicate_ids(const bson_t* reply);
 
 } // namespace mongolock::store

@@ -262,6 +262,13 @@ struct MongoStore::Impl {
   bool send_renewal(const LockSelector& which, const bson_t* update, bool with_condition, Reply& reply,
                     bson_error_t& error);
 
+  // The server-time probe's find of `which` (renew_filter(), with the condition when `with_condition`), limit 1:
+  // whether it read a document; nullopt with `error` set when it failed.
+  std::optional<bool> probe_find(const LockSelector& which, bool with_condition, bson_error_t& error);
+  // Says once, with -v, that the server refused the server-time condition (`refusal`, the driver's text) and that
+  // renewals go without it from now on.
+  void say_lacking(std::string_view refusal) const;
+
   // updateOne({selector}, update) (store/commands.hpp builds the update); returns matchedCount.
   std::int64_t update(const LockSelector& which, const bson_t* update, std::string_view what);
 

@@ -348,12 +348,7 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
     reply = &again;
     ++sends;
     ok = impl.send_renewal(which, update.get(), false, again, error);
-    if (ok && impl.server_time.lacking()) {
-      impl.log.debugf("the server refuses a renewal's server-time condition ({}); renewals are sent without it from "
-                      "now on, so a late copy of an abandoned renewal can extend a lock that expired and was not "
-                      "taken over yet, by up to the TTL from its send (docs/compatibility.md)",
-                      refusal);
-    }
+    if (ok && impl.server_time.lacking()) impl.say_lacking(refusal);
   }
   if (!ok) {
     const auto what = fmt::format("renewal of lock '{}'", which.program);
@@ -361,6 +356,52 @@ std::int64_t MongoStore::renew(const LockSelector& which, ServerTime expires_at,
     impl.fail_write(what, error, fmt::format("its expiry with 'mongolock status {}'", which.program));
   }
   return returned_document(*reply) ? 1 : 0;
+}
+
+void MongoStore::Impl::say_lacking(std::string_view refusal) const {
+  log.debugf("the server refuses a renewal's server-time condition ({}); renewals are sent without it from now on, "
+             "so a late copy of an abandoned renewal can extend a lock that expired and was not taken over yet, by "
+             "up to the TTL from its send (docs/compatibility.md)",
+             refusal);
+}
+
+std::optional<bool> MongoStore::Impl::probe_find(const LockSelector& which, bool with_condition, bson_error_t& error) {
+  Bson filter;
+  renew_filter(which, filter.get(), with_condition);
+  Bson opts;
+  BSON_APPEND_INT64(opts.get(), "limit", 1);
+  CursorPtr cursor(mongoc_collection_find_with_opts(collection.get(), filter.get(), opts.get(), nullptr));
+  bool read = false;
+  if (!for_each_doc(
+          cursor.get(),
+          [&](const bson_t*) {
+            read = true;
+            return false;
+          },
+          error)) {
+    return std::nullopt;
+  }
+  return read;
+}
+
+bool MongoStore::server_time_undecided() const { return !m_impl->server_time.decided(); }
+
+// The probe: reads only (nothing of it can land on the document later), with the renewal's own filter, so that
+// the server evaluates the condition exactly where a renewal would have it evaluated (FerretDB v1 refuses it only
+// on a document that matched the rest of the filter: a probe that read nothing decides nothing).
+void MongoStore::probe_server_time(const LockSelector& which) {
+  auto& impl = *m_impl;
+  if (impl.server_time.decided()) return;
+  impl.connect();
+  bson_error_t error{}; // set by a failed find only: a zeroed one refuses nothing (refuses_server_time())
+  auto read = impl.probe_find(which, true, error);
+  if (read && *read) impl.server_time.accepted();
+  if (!read && impl.server_time.resend_without(error)) {
+    const auto refusal = impl.driver_text(error);
+    read = impl.probe_find(which, false, error);
+    if (read && *read && impl.server_time.lacking()) impl.say_lacking(refusal);
+  }
+  if (!read) impl.fail(fmt::format("read of lock '{}' (the renewals' server-time condition)", which.program), error);
 }
 
 std::int64_t MongoStore::mark_released(const LockSelector& which, ServerTime released_at, ServerTime expires_at) {

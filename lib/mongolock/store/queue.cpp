@@ -231,15 +231,9 @@ private:
 
 } // namespace
 
-namespace {
-
-// FerretDB v1 on SQLite refused a write because another connection holds the database: SQLite's SQLITE_BUSY
-// ("database is locked (517)"). Nothing was written (docs/compatibility.md).
-bool sqlite_locked(std::string_view message) {
+bool store::sqlite_locked(std::string_view message) {
   return message.find("database is locked (517)") != std::string_view::npos;
 }
-
-} // namespace
 
 void MongoStore::append_event(std::string_view name, std::string_view ticket) {
   auto& impl = *m_impl;

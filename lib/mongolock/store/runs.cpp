@@ -143,23 +143,16 @@ void append_not_kept(bson_t* selector, ServerTime now) {
 // {sort: {ended_at: -1, _id: -1}}: newest first, ties in a fixed order.
 void append_newest_first(bson_t* opts) { append_sort(opts, {{"ended_at", -1}, {"_id", -1}}); }
 
-// Whether a history insert refused with `error` is sent again (red team 7, F5): the server answered, nothing
-// was written, and the refusal is a passing one: FerretDB v1 on SQLite under contention ("database is locked
-// (517)", as append_event retries it: docs/compatibility.md) or an election's (the retryable writes spec's
-// codes: HostUnreachable 6, HostNotFound 7, NetworkTimeout 89, ShutdownInProgress 91, PrimarySteppedDown
-// 189, ExceededTimeLimit 262, SocketException 9001, NotWritablePrimary 10107, InterruptedAtShutdown 11600,
-// InterruptedDueToReplStateChange 11602, NotPrimaryNoSecondaryOk 13435, NotPrimaryOrSecondary 13436).
-bool history_insert_retryable(const bson_error_t& error) {
+} // namespace
+
+bool store::history_insert_retryable(const bson_error_t& error) {
   if (error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) return false;
-  if (std::string_view(error.message).find("database is locked (517)") != std::string_view::npos) return true;
+  if (sqlite_locked(error.message)) return true;
   constexpr std::uint32_t codes[] = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436};
   return std::find(std::begin(codes), std::end(codes), error.code) != std::end(codes);
 }
 
-// Whether the reply's writeErrors are all duplicate keys (11000) of _id: a retry met the records an earlier
-// copy of the same insert wrote (their _ids are the client's), so they are recorded. Only for a retry: a first
-// copy's duplicate key (another unique index, a reused _id) is the server's refusal.
-bool only_duplicate_ids(const bson_t* reply) {
+bool store::only_duplicate_ids(const bson_t* reply) {
   bson_iter_t it;
   bson_iter_t errors;
   if (!bson_iter_init_find(&it, reply, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
@@ -179,8 +172,6 @@ bool only_duplicate_ids(const bson_t* reply) {
   }
   return any;
 }
-
-} // namespace
 
 mongoc_collection_t* MongoStore::Impl::runs_collection(bool ensure_index) {
   const Index by_name{"name_1_ended_at_1", {"name", "ended_at"}, false};
