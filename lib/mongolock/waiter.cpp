@@ -94,8 +94,9 @@ Waiter::Pause Waiter::start() {
 
 void Waiter::announce_replace() {
   // The waiters that believe they are first must read the queue again before they take the lock; the
-  // holder learns of this run by reading the queue (Heartbeat, run --replace). Best effort: a waiter that
-  // misses the event reads the queue before it takes a lock it found free by polling.
+  // holder learns of a replacing run by reading the queue (Heartbeat, run --replace). Best effort: a waiter
+  // that misses the event reads the queue before it takes a lock it found free by polling. Also a waiter back
+  // in its old place after an outage (rejoined()).
   follow(); // creates the events collection if need be
   try {
     for (const auto& name : m_names)
@@ -253,10 +254,13 @@ bool Waiter::recheck_due() const {
 }
 
 void Waiter::rejoined() {
-  // At the back now: the place in line is read again in this step.
+  // At the back now (or back in its old place): the place in line is read again in this step.
   m_state = State::far;
   m_read_position = 0;
   m_reread = true;
+  // Back in its old place after an outage (WaitQueue::join's `keep`): a waiter behind it that became first
+  // meanwhile must read the queue again before it takes the lock, as for a replacing run that joined ahead.
+  if (m_queue->back_in_place()) announce_replace();
 }
 
 void Waiter::go_idle_if_still() {
@@ -392,7 +396,8 @@ bool Waiter::pause_after(const Error& error, const Sleeper& sleep) {
   if (!m_forever && now >= m_deadline) return false;
   auto pause = m_policy.queue.poll;
   if (!m_forever) pause = std::min(pause, std::chrono::ceil<Millis>(m_deadline - now));
-  m_feed.reset(); // its connection is gone: follow anew once the server answers
+  m_feed.reset();                      // its connection is gone: follow anew once the server answers
+  if (m_queue) m_queue->unreachable(); // a ticket that lapsed meanwhile takes its old place again (F4)
   m_log.debugf("the server did not answer ({}); trying again in {}, while the wait lasts", error.what(),
                format_duration(pause));
   if (!sleep(pause)) m_state = State::interrupted;
