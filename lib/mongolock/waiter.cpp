@@ -12,6 +12,22 @@ namespace {
 constexpr int k_refollow_limit = 3; // a waiter makes its event cursor anew at most this often, then polls
 
 Millis until(LocalTime t) { return std::chrono::ceil<Millis>(t - LeaseClock::now()); }
+
+// One wait for an event (a getMore that waits up to push_check), cut after `limit`: on a silent connection it
+// hung for the socket timeout, past the ticket lease (red team 7, F4). A cut one throws (transient); the store's
+// next client leaves the cursor's client to the feed (MongoStore: a retired client lives as long as a feed).
+std::optional<WakeEvent> wait_bounded(LockStore& store, EventFeed& feed, const std::vector<std::string>& names,
+                                      Millis limit) {
+  store.reconnect(CallLimits{limit, limit, std::nullopt, false});
+  try {
+    auto event = feed.wait(names);
+    store.reconnect(std::nullopt);
+    return event;
+  } catch (...) {
+    store.reconnect(std::nullopt);
+    throw;
+  }
+}
 } // namespace
 
 std::string_view Waiter::state_name(State state) {
@@ -338,7 +354,7 @@ void Waiter::wait(Millis pause, const Sleeper& sleep) {
   m_quiet = true;
   if (m_feed && m_state != State::far && pause >= m_policy.queue.push_check) {
     try {
-      const auto event = m_feed->wait(m_names);
+      const auto event = wait_bounded(m_store, *m_feed, m_names, m_policy.queue.push_check + m_queue->answer_limit());
       m_refollowed = 0; // the cursor works: k_refollow_limit counts failures in a row, not over the whole wait
       if (event) on_event(*event);
     } catch (const Error& e) {
@@ -369,8 +385,10 @@ void Waiter::on_event(const WakeEvent& event) {
 void Waiter::on_feed_error(const Error& e) {
   // A capped collection drops old events, and with them a cursor's place (MongoDB: CappedPositionLost;
   // FerretDB v1: its trim once a minute): follow anew, a few times, and check at once (an event may have
-  // been missed); then poll.
+  // been missed); then poll. A network error (its connection silent or lost) says that the server could not be
+  // reached: a ticket that lapsed meanwhile takes its old place again (WaitQueue::unreachable(), red team 7 F4).
   m_feed.reset();
+  if (e.transient()) m_queue->unreachable();
   if (++m_refollowed <= k_refollow_limit) {
     try {
       m_feed = m_store.follow_events(m_policy.queue.push_check);
