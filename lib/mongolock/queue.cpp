@@ -27,9 +27,11 @@ Millis WaitQueue::call_bound(bool renewal) const {
 }
 
 template <typename Call> auto WaitQueue::bounded(bool renewal, const Call& call) {
-  // Same clock: a queue call needs no fresh hello (CallLimits::reread_clock).
+  // Same clock: a queue call needs no fresh hello (CallLimits::reread_clock), but after the server could not be
+  // reached: a handshake held through the outage leaves an estimate seconds wide, and tickets written from its
+  // latest bound look like dead far waiters' to the others (at_head()'s skip_as_dead(): test_queue_outage.sh).
   const auto limit = call_bound(renewal);
-  m_store.reconnect(CallLimits{limit, limit, std::nullopt, false});
+  m_store.reconnect(CallLimits{limit, limit, std::nullopt, m_unreachable});
   try {
     auto result = call();
     m_store.reconnect(std::nullopt);
