@@ -21,9 +21,9 @@ bool WaitQueue::anyone_waiting(const std::vector<std::string>& names) {
 }
 
 Millis WaitQueue::call_bound(bool renewal) const {
-  if (renewal || m_tickets.empty()) return answer_limit();
+  if (m_tickets.empty()) return answer_limit();
   const auto left = std::chrono::floor<Millis>(m_renewed + m_lease - LeaseClock::now());
-  return std::max(left - answer_limit(), answer_limit());
+  return std::max(renewal ? left : left - answer_limit(), answer_limit());
 }
 
 template <typename Call> auto WaitQueue::bounded(bool renewal, const Call& call) {

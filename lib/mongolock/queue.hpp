@@ -124,9 +124,9 @@ public:
   }
 
   // Renews the tickets to a lease of `lease` (ticket_lease near the head, far_ticket_lease farther back)
-  // once renewal_due() has come (one update per name), each call cut after answer_limit() (call_bound()): a
-  // renewal answered later does not count anyway, and on a silent connection the next step tries again on a new
-  // one while the lease lasts (red team 7, F4: renewals hung 10 s, the socket timeout, and every ticket lapsed).
+  // once renewal_due() has come (one update per name), each call cut when the tickets' lease runs out, at least
+  // answer_limit() after it was sent (call_bound()): on a silent connection the next step tries again on a new one
+  // while the wait lasts (red team 7, F4: renewals hung 10 s, the socket timeout, and every ticket lapsed).
   // When a ticket was lost (expired while this process stalled, or
   // deleted), or its renewal was answered more than answer_limit() after it was sent (it may have raced a delete of the
   // ticket as dead), rejoins at the back of the queue and returns false; so it does when it has no ticket because
@@ -193,8 +193,8 @@ public:
 
   [[nodiscard]] const QueueTiming& timing() const { return m_timing; }
 
-  // The time limit of a ticket renewal (answer_limit()) or of a queue read (`renewal` false: what is left of the
-  // tickets' lease less answer_limit(), at least answer_limit()); LockStore::reconnect()'s CallLimits::total.
+  // The time limit of a ticket renewal (what is left of the tickets' lease) or of a queue read (`renewal` false:
+  // that less answer_limit()), at least answer_limit(); LockStore::reconnect()'s CallLimits::total.
   [[nodiscard]] Millis call_bound(bool renewal) const;
 
 private:

@@ -337,7 +337,7 @@ TEST_CASE("A lapsed ticket rejoins at the back unless the server could not be re
   CHECK(a < old);
 }
 
-TEST_CASE("A ticket renewal is cut after the answer limit, a queue read before the lease's last answer limit") {
+TEST_CASE("A ticket renewal is cut when the lease runs out, a queue read before the lease's last answer limit") {
   // Red team 7, F4: on a silent connection a renewal hung for the socket timeout (10 s), past the 4 s lease.
   Fixed clock;
   const Installed installed(clock);
@@ -352,7 +352,9 @@ TEST_CASE("A ticket renewal is cut after the answer limit, a queue read before t
   clock.t += timing.ticket_lease * 3 / 8; // due
   REQUIRE(queue.keep_alive(timing.ticket_lease));
   REQUIRE(store.limits.size() == 2);
-  CHECK(store.limits[0] == queue.answer_limit());
+  CHECK(store.limits[0] == timing.ticket_lease - timing.ticket_lease * 3 / 8); // the lease left
+  // A renewal answered later than the answer limit (a slow network, not a silent one) still does not count: the
+  // faults_exclusion suite's slow_ticket_renewal_rejoins_at_the_back.
   CHECK_FALSE(store.limits[1]); // lifted again after the call
   store.limits.clear();
   clock.t += 1s; // 3 s of the lease left: the read may take 2 s
