@@ -586,10 +586,15 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
     return !waits || unannounced || t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
   };
   // A waiter whose ticket lapsed while the server could not be reached joins again with its old seq (red team 7,
-  // F4: WaitQueue::join's `keep`), ahead of those who joined after it; one that did so while the taker's attempt
-  // was on its way (its last look at the queue, then its insert: the same 1 s bound) is not passed over either.
+  // F4: WaitQueue::join's `keep`), ahead of those who joined after it. Taking the lock ahead of such a ticket is
+  // no violation when it came back while the taker's attempt was on its way (its last look at the queue, then its
+  // insert: the same 1 s bound), or when its waiter no longer waits (it exited on an error after it came back:
+  // seed 1729).
   const auto back_late = [&](const mongolock::TicketRecord& t) {
-    const bool late = !mongolock::WaitQueue::is_replace(t) && t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
+    if (mongolock::WaitQueue::is_replace(t) || t.since <= mine->since) return false; // not back in an old place
+    const bool waits =
+        std::any_of(m_clients.begin(), m_clients.end(), [&](const auto& c) { return c->waiting_as() == t.process; });
+    const bool late = !waits || t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
     if (late) count("waiters back in their old place while the lock was taken (by design)");
     return late;
   };
