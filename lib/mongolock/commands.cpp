@@ -145,9 +145,11 @@ std::string place_difference(const LockRecord& lock, const HolderPlace& place) {
 
 // Refuses a release or renew: says who holds the lock instead, if anyone. Exit 65 when another holder holds
 // it (or, without --token, nobody does); 66 when the given token's lock is not held any more (released, or
-// expired) and no other holder holds the name: a retry after a release whose reply was lost (issue 27).
+// expired) and no other holder holds the name: a retry after a release whose reply was lost (issue 27). `found`:
+// the _id of the acquisition a release by holder found and acted on (ReleaseOutcome::found), when another
+// acquisition of the same holder holds the name now.
 [[noreturn]] void refuse_not_holder(Locker& locker, const std::string& name, const LockSelector& which,
-                                    std::string_view what) {
+                                    std::string_view what, const std::string& found = {}) {
   const auto as_whom = caller_label(which);
   const auto holders = locker.holders(name);
   const bool by_token = as_whom == k_given_token;
@@ -165,6 +167,14 @@ std::string place_difference(const LockRecord& lock, const HolderPlace& place) {
                             what));
   }
   const auto& holder = holders.front();
+  if (!found.empty() && holders.size() == 1 && holder.id != found && named_by(which, holder)) {
+    // By holder, the same holder holds it again: the acquisition this command found was released or had
+    // expired before its write landed, and a later one of that holder is not what it acted on (Locker::release).
+    throw Error(k_exit_not_holder,
+                fmt::format("lock '{}' is {}: a later acquisition by {} than the one this command found, which was "
+                            "released or expired meanwhile; nothing was {} (run it again to act on this one)",
+                            name, locker.describe_holder(holder), as_whom, what));
+  }
   if (!which.token && which.place && which.process && holder.process == *which.process) {
     throw Error(k_exit_not_holder,
                 fmt::format("lock '{}' is {}: the same host:pid as this caller, but {}; it is not this caller's "
@@ -320,7 +330,7 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
   case ReleaseOutcome::not_holder:
     break;
   }
-  refuse_not_holder(locker, options.name, which, "released");
+  refuse_not_holder(locker, options.name, which, "released", outcome.found);
 }
 
 // The TTL a renew without --ttl gives: the selected holder's own (its ttl_ms, on the name or a slot of it),

@@ -337,30 +337,54 @@ bool Locker::remove_and_wake(const LockSelector& which) {
 }
 
 ReleaseOutcome Locker::release(const LockSelector& which) {
+  // By holder alone (no _id, no token): the acquisition that holds the name now, found first and then released by
+  // its _id, so that a copy of this release that lands late (a slow network, a driver's resend) cannot delete the
+  // holder's next acquisition (the simulator's operator: a late `release --process H` deleted H's later lock, and
+  // another host ran beside H). The find is the decision: an acquired_before bound from the clock estimate cannot
+  // tell an acquisition just before the command from one just after it (acquired_at is the acquirer's estimate).
+  if (!which.id && !which.token) {
+    const auto current = m_store.find(which.program);
+    if (!current || !holds(which, *current)) return {ReleaseOutcome::not_holder, {}, {}};
+    auto exact = which;
+    exact.id = current->id;
+    auto outcome = release_found(exact, *current, m_store.clock().earliest_now());
+    if (outcome.kind == ReleaseOutcome::not_holder) outcome.found = current->id;
+    return outcome;
+  }
   const auto now = m_store.clock().earliest_now(); // the minimum hold has ended for sure before this
   auto no_hold_left = which;
   no_hold_left.hold_ends_by = now;
-  if (remove_and_wake(no_hold_left)) return {ReleaseOutcome::released, {}};
+  if (remove_and_wake(no_hold_left)) return {ReleaseOutcome::released, {}, {}};
   // Not deleted: maybe the lock is ours but within its minimum hold; then it ends at hold_until instead.
   const auto current = m_store.find(which.program);
-  if (!current || current->released_at) return {ReleaseOutcome::not_holder, {}};
+  if (!current) return {ReleaseOutcome::not_holder, {}, {}};
   // By _id, only that acquisition: in_hold below selects current's _id (found by the simulator's operator: a
   // release by _id of an earlier acquisition marked the next holder's lock released within its minimum hold).
-  if (which.id && *which.id != current->id) return {ReleaseOutcome::not_holder, {}};
-  if (current->hold_until <= now || current->expires_at <= now) {
+  if (which.id && *which.id != current->id) return {ReleaseOutcome::not_holder, {}, {}};
+  return release_found(which, *current, now);
+}
+
+bool Locker::holds(const LockSelector& which, const LockRecord& current) {
+  return (!which.process || current.process == *which.process) &&
+         (!which.place || place_matches(current, *which.place));
+}
+
+ReleaseOutcome Locker::release_found(const LockSelector& which, const LockRecord& current, ServerTime now) {
+  if (current.released_at) return {ReleaseOutcome::not_holder, {}, {}};
+  if (current.hold_until <= now || current.expires_at <= now) {
     // No hold left (or a document without hold_until), or the lease already ran out, so there is nothing
     // to keep: delete it if it is ours, whatever its hold_until says.
-    if (remove_and_wake(which)) return {ReleaseOutcome::released, {}};
-    return {ReleaseOutcome::not_holder, {}};
+    if (remove_and_wake(which)) return {ReleaseOutcome::released, {}, {}};
+    return {ReleaseOutcome::not_holder, {}, {}};
   }
   auto in_hold = which;
-  in_hold.id = current->id;
+  in_hold.id = current.id;
   in_hold.not_released = true;
   in_hold.expires_after = m_store.clock().latest_now();
-  if (m_store.mark_released(in_hold, now, current->hold_until) != 1) return {ReleaseOutcome::not_holder, {}};
+  if (m_store.mark_released(in_hold, now, current.hold_until) != 1) return {ReleaseOutcome::not_holder, {}, {}};
   // The head learns the earlier expiry now rather than at its next check.
-  if (wakes_waiters(*current, m_store.clock().latest_now())) append_wake_event(m_store, *current, m_log);
-  return {ReleaseOutcome::min_hold, current->hold_until};
+  if (wakes_waiters(current, m_store.clock().latest_now())) append_wake_event(m_store, current, m_log);
+  return {ReleaseOutcome::min_hold, current.hold_until, {}};
 }
 
 namespace {

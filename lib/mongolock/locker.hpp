@@ -83,6 +83,7 @@ struct AcquireOutcome {
 struct ReleaseOutcome {
   enum Kind { released, min_hold, not_holder } kind = not_holder;
   ServerTime hold_until{}; // min_hold: the lock stays until then
+  std::string found;       // not_holder, by holder alone: the _id of the acquisition found and acted on ("" if none)
 };
 
 // How long a run must have held its lock for its release to append a wake-up event although the lock is
@@ -132,7 +133,10 @@ public:
   // waiters (wakes_waiters()), then appends a wake-up event, whose failure is only logged), or, during its minimum
   // hold (and while its lease lasts), marks it released and lets it expire at hold_until (two more commands, and
   // the event when it wakes waiters, so that the head learns the earlier expiry). Never touches a document `which` does
-  // not select.
+  // not select. By holder alone (which.process/place, no _id or token), first finds the name's document and then acts
+  // only on that acquisition, by its _id: a copy of the release that lands late never deletes the holder's next
+  // acquisition (one more command: find, then delete). By _id or token: the delete first, and a find only when it
+  // matched nothing (a run's own release: one command).
   [[nodiscard]] ReleaseOutcome release(const LockSelector& which);
 
   // Extends the unexpired, unreleased lock that `which` selects to now + ttl (server clock, the latest it
@@ -194,6 +198,11 @@ private:
   // 7, F2; FerretDB refuses the server-time condition that would have refused it there).
   void refuse_if_ended(const LockSelector& which, ServerTime expires);
   void release_quietly(const LockRecord& lock);
+  // release()'s parts: whether `current` is the holder `which` names by process and place (place_matches()), and
+  // the release of the found acquisition `current` that `which` selects (deleted, or marked released within its
+  // minimum hold, which ends for sure before `now`, the server's earliest clock).
+  static bool holds(const LockSelector& which, const LockRecord& current);
+  ReleaseOutcome release_found(const LockSelector& which, const LockRecord& current, ServerTime now);
   // try_acquire's parts: the document to insert (a new token), and the fencing token once inserted.
   static LockRecord new_lock(const AcquireRequest& request);
   void assign_fence(const std::string& name, LockRecord& lock);

@@ -98,6 +98,11 @@ std::int64_t MemoryStore::update_where(const LockMatch& match, const std::string
 std::int64_t MemoryStore::remove(const LockSelector& which) { return remove_returning(which) ? 1 : 0; }
 
 std::optional<LockRecord> MemoryStore::remove_returning(const LockSelector& which) {
+  if (before_remove) {
+    const auto hook = std::move(before_remove);
+    before_remove = nullptr;
+    hook();
+  }
   return remove_where([&](const LockRecord& lock) { return selects(which, lock); });
 }
 

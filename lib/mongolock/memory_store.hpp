@@ -55,6 +55,9 @@ public:
   // Runs at the start of the next renew(), before its filter is matched (once): what happens while a renewal
   // is on its way to the server (another client's write, the server's clock moving on). Set it again for more.
   std::function<void()> before_renew;
+  // Runs at the start of the next remove() or remove_returning(), before its filter is matched (once): what
+  // happens while a delete is on its way (the holder releases and acquires again). Set it again for more.
+  std::function<void()> before_remove;
 
   // Another client's update of `waiters` on the one document `which` selects (what waiters of mongolock
   // 0.2.0 did; mongolock itself no longer sends it): for tests of what such a write does. Returns the

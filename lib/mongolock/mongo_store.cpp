@@ -413,7 +413,11 @@ void MongoStore::Impl::open_client(Millis connect, Millis socket) {
   if (client) {
     // No endSessions to a server that may not answer: that would block for up to the old timeouts.
     mongoc_client_reset(client.get());
-    client.reset();
+    if (feeds_open > 0) {
+      retired.push_back(std::move(client)); // an event cursor still refers to it (Impl::retired)
+    } else {
+      client.reset();
+    }
   }
   bson_error_t error;
   client.reset(mongoc_client_new_from_uri_with_error(uri.get(), &error));

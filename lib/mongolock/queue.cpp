@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
 
 namespace mongolock {
 
@@ -19,8 +20,32 @@ bool WaitQueue::anyone_waiting(const std::vector<std::string>& names) {
   return std::any_of(tickets.begin(), tickets.end(), [&](const TicketRecord& t) { return t.expires_at > now; });
 }
 
-void WaitQueue::join(const std::vector<std::string>& names, const std::string& process, bool front) {
+Millis WaitQueue::call_bound(bool renewal) const {
+  if (m_tickets.empty()) return answer_limit();
+  const auto left = std::chrono::floor<Millis>(m_renewed + m_lease - LeaseClock::now());
+  return std::max(renewal ? left : left - answer_limit(), answer_limit());
+}
+
+template <typename Call> auto WaitQueue::bounded(bool renewal, const Call& call) {
+  // Same clock: a queue call needs no fresh hello (CallLimits::reread_clock), but after the server could not be
+  // reached: a handshake held through the outage leaves an estimate seconds wide, and tickets written from its
+  // latest bound look like dead far waiters' to the others (at_head()'s skip_as_dead(): test_queue_outage.sh).
+  const auto limit = call_bound(renewal);
+  m_store.reconnect(CallLimits{limit, limit, std::nullopt, m_unreachable});
+  try {
+    auto result = call();
+    m_store.reconnect(std::nullopt);
+    return result;
+  } catch (...) {
+    m_store.reconnect(std::nullopt);
+    throw;
+  }
+}
+
+void WaitQueue::join(const std::vector<std::string>& names, const std::string& process, bool front,
+                     std::optional<std::int64_t> keep) {
   const auto previous = seq();
+  std::optional<std::int64_t> old_place = front ? std::nullopt : keep; // tried first, once
   leave();
   m_names = names;
   m_process = process;
@@ -36,6 +61,7 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
                     names.front(), where, seq, seq < 0 ? "lowest" : "highest"));
   };
   const auto next = [&] {
+    if (const auto kept = std::exchange(old_place, std::nullopt)) return *kept;
     const auto highest = m_store.highest_ticket();
     if (!front) {
       if (highest == std::numeric_limits<std::int64_t>::max()) throw no_room(highest, "the seq of a queue ticket");
@@ -59,34 +85,11 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
     return lowest - 1;
   };
   LocalTime sent{};
-  const auto insert = [&](std::int64_t seq) {
-    sent = LeaseClock::now();
-    // A replacing run rejoining after a newer one joined is superseded: no ticket, for one below the newer
-    // run's would stand ahead of it, and a newer run reading the queue then would think itself passed.
-    if (m_passed) return true;
-    const auto now = m_store.clock().latest(sent); // the lease never looks shorter to others
-    try {
-      for (const auto& name : names) {
-        TicketRecord ticket;
-        ticket.name = name;
-        ticket.seq = seq;
-        ticket.process = process;
-        ticket.since = now;
-        ticket.expires_at = now + m_timing.ticket_lease;
-        if (!m_store.insert_ticket(ticket)) {
-          leave();
-          return false;
-        }
-        m_tickets.push_back(std::move(ticket));
-      }
-    } catch (const Error&) {
-      leave();
-      throw;
-    }
-    return true;
-  };
+  const auto insert = [&](std::int64_t seq) { return insert_tickets(names, process, seq, sent); };
   const auto seq = allocate_unique(next, insert, fmt::format("join the queue of '{}'", names.front()));
   m_renewed = sent; // the tickets' leases count from when they were sent
+  if (!m_passed) m_last_seq = seq;
+  m_back_in_place = !m_passed && keep && seq == *keep && !front;
   m_lease = m_timing.ticket_lease;
   m_ahead.clear();
   m_read = false;
@@ -94,7 +97,38 @@ void WaitQueue::join(const std::vector<std::string>& names, const std::string& p
     m_log.debugf("not joining the queue of {} again: a newer replacing run joined meanwhile", fmt::join(names, ", "));
     return;
   }
-  m_log.debugf("joined the queue of {} with seq {}{}", fmt::join(names, ", "), seq, front ? " (at the front)" : "");
+  m_log.debugf("joined the queue of {} with seq {}{}", fmt::join(names, ", "), seq,
+               front             ? " (at the front)"
+               : m_back_in_place ? " (its place before the server could not be reached)"
+                                 : "");
+}
+
+bool WaitQueue::insert_tickets(const std::vector<std::string>& names, const std::string& process, std::int64_t seq,
+                               LocalTime& sent) {
+  sent = LeaseClock::now();
+  // A replacing run rejoining after a newer one joined is superseded: no ticket, for one below the newer
+  // run's would stand ahead of it, and a newer run reading the queue then would think itself passed.
+  if (m_passed) return true;
+  const auto now = m_store.clock().latest(sent); // the lease never looks shorter to others
+  try {
+    for (const auto& name : names) {
+      TicketRecord ticket;
+      ticket.name = name;
+      ticket.seq = seq;
+      ticket.process = process;
+      ticket.since = now;
+      ticket.expires_at = now + m_timing.ticket_lease;
+      if (!m_store.insert_ticket(ticket)) {
+        leave();
+        return false;
+      }
+      m_tickets.push_back(std::move(ticket));
+    }
+  } catch (const Error&) {
+    leave();
+    throw;
+  }
+  return true;
 }
 
 bool WaitQueue::keep_alive(Millis lease) {
@@ -102,7 +136,7 @@ bool WaitQueue::keep_alive(Millis lease) {
   // again, as after a lost ticket (the simulator found one out of the line for good, looking every millisecond).
   if (m_tickets.empty() && !m_names.empty() && !m_passed) {
     const auto names = m_names;
-    join(names, m_process, m_front);
+    join(names, m_process, m_front, m_unreachable ? m_last_seq : std::nullopt);
     return false;
   }
   const auto first_sent = LeaseClock::now();
@@ -111,27 +145,33 @@ bool WaitQueue::keep_alive(Millis lease) {
   for (const auto& ticket : m_tickets) {
     const auto sent = LeaseClock::now();
     const auto now = m_store.clock().latest(sent);
-    const bool renewed = m_store.renew_ticket(ticket.id, now, now + lease) == 1;
+    const bool renewed = bounded(true, [&] { return m_store.renew_ticket(ticket.id, now, now + lease) == 1; });
     const auto answered = std::chrono::duration_cast<Millis>(LeaseClock::now() - sent);
     // A renewal answered later than answer_limit() may have raced another waiter's delete of this ticket
     // as dead (on servers whose writes read then write, the delete can follow the renewal's write): it does
     // not count, so no two waiters can both believe they are first.
     if (!renewed || answered > answer_limit()) {
+      // Lapsed while the server could not be reached: every waiter of the outage lost its ticket, and each
+      // takes its old seq again where it is free, so that they keep their order (red team 7, F4).
+      const auto keep = m_unreachable && !m_front ? seq() : std::nullopt;
       m_log.warning(fmt::format(
           "the queue ticket of '{}' was lost ({}); joining the queue again, at its {}", ticket.name,
           renewed
               ? fmt::format("its renewal took {}, over {}", format_duration(answered), format_duration(answer_limit()))
-              : fmt::format(
-                    "not renewed within its {} lease: this process was stopped or starved, or its calls were slow",
-                    format_duration(m_lease)),
-          m_front ? "front (a replacing run)" : "back"));
+              : fmt::format("not renewed within its {} lease: {}", format_duration(m_lease),
+                            keep ? "the server could not be reached"
+                                 : "this process was stopped or starved, or its calls were slow"),
+          m_front ? "front (a replacing run)"
+          : keep  ? fmt::format("old place (seq {}) if it is still free, else at its back", *keep)
+                  : "back"));
       const auto names = m_names;
-      join(names, m_process, m_front);
+      join(names, m_process, m_front, keep);
       return false;
     }
   }
   m_renewed = first_sent;
   m_lease = lease;
+  m_unreachable = false;
   return true;
 }
 
@@ -146,7 +186,8 @@ bool WaitQueue::ticket_live() const {
 bool WaitQueue::at_head() {
   const auto now = m_store.clock().earliest_now(); // dead only when expired for sure
   const auto local = LeaseClock::now();
-  const auto tickets = m_store.tickets(m_names);
+  const auto read = [&] { return m_store.tickets(m_names); };
+  const auto tickets = m_read ? bounded(false, read) : read();
   std::map<std::string, bool> found;
   std::map<std::string, int> places; // per name: live tickets ahead of this one so far, the skipped ones not counted
   std::map<std::string, StaleWatch> watched;

@@ -94,9 +94,22 @@ public:
   // with `front` (run --replace), the front instead: a seq below every ticket of these names and every
   // LockRecord::replace_seq of their holders (negative: is_replace()), so the newest replacing run is
   // first in line and passes a replacing run that holds. A rejoin keeps the side; at the front, when a newer
-  // replacing run joined meanwhile, it inserts no ticket and is superseded() at once. Throws Error (69) on server
+  // replacing run joined meanwhile, it inserts no ticket and is superseded() at once. With `keep` (at the back
+  // only: a waiter whose tickets lapsed while the server could not be reached, unreachable()), tries that seq
+  // first, its old place in line, and takes a new one at the back only when it is taken (the unique index on
+  // name+seq decides; red team 7, F4: the waiters of one outage keep their order). Throws Error (69) on server
   // errors (tickets inserted so far are deleted again).
-  void join(const std::vector<std::string>& names, const std::string& process, bool front = false);
+  void join(const std::vector<std::string>& names, const std::string& process, bool front = false,
+            std::optional<std::int64_t> keep = std::nullopt);
+
+  // The server could not be reached by this waiter's last calls (Waiter::pause_after): when keep_alive() then finds
+  // the tickets lost, it joins again with their old seq (join()'s `keep`) instead of at the back. A renewal that
+  // succeeds clears it.
+  void unreachable() { m_unreachable = true; }
+
+  // True when the last join took the old seq back (join()'s `keep`): waiters behind it may believe they are
+  // first, so the Waiter tells them to read the queue again (a k_replace_event, as a replacing run does).
+  [[nodiscard]] bool back_in_place() const { return m_back_in_place; }
 
   // True for the ticket of a replacing run (run --replace): its seq is negative (join()'s `front`).
   [[nodiscard]] static bool is_replace(const TicketRecord& ticket) { return ticket.seq < 0; }
@@ -111,7 +124,10 @@ public:
   }
 
   // Renews the tickets to a lease of `lease` (ticket_lease near the head, far_ticket_lease farther back)
-  // once renewal_due() has come (one update per name). When a ticket was lost (expired while this process stalled, or
+  // once renewal_due() has come (one update per name), each call cut when the tickets' lease runs out, at least
+  // answer_limit() after it was sent (call_bound()): on a silent connection the next step tries again on a new one
+  // while the wait lasts (red team 7, F4: renewals hung 10 s, the socket timeout, and every ticket lapsed).
+  // When a ticket was lost (expired while this process stalled, or
   // deleted), or its renewal was answered more than answer_limit() after it was sent (it may have raced a delete of the
   // ticket as dead), rejoins at the back of the queue and returns false; so it does when it has no ticket because
   // its last join failed (a transient error it waited through). Throws Error (69) on server errors.
@@ -145,7 +161,9 @@ public:
   // `purge_after` ago). Skips (without deleting) a ticket with a far waiter's long lease that is dead: it
   // has kept that lease, unrenewed, among the first `followers` in line for stale_after() of this waiter's
   // reads (a live one renews to the short lease once it moves up), or it is renewal_overdue() past its last
-  // renewal. A skipped ticket takes no place in line: the one behind it moves up. Throws Error (69).
+  // renewal. A skipped ticket takes no place in line: the one behind it moves up. But for the first read after a
+  // join (the Waiter's start, which pauses after no error), the read is cut once the tickets' lease has less than
+  // answer_limit() left (call_bound()), so that the renewal still has its chance. Throws Error (69).
   [[nodiscard]] bool at_head();
 
   // Ticket `ticket` of lock `name` has left the line (a wake-up event: the lock it was taken with was
@@ -175,7 +193,17 @@ public:
 
   [[nodiscard]] const QueueTiming& timing() const { return m_timing; }
 
+  // The time limit of a ticket renewal (what is left of the tickets' lease) or of a queue read (`renewal` false:
+  // that less answer_limit()), at least answer_limit(); LockStore::reconnect()'s CallLimits::total.
+  [[nodiscard]] Millis call_bound(bool renewal) const;
+
 private:
+  // join()'s insert of one ticket per name with `seq` (`sent`: when, for the lease); false on a duplicate key (the
+  // ones inserted are deleted again). Inserts nothing, and returns true, when superseded (m_passed).
+  bool insert_tickets(const std::vector<std::string>& names, const std::string& process, std::int64_t seq,
+                      LocalTime& sent);
+  // Runs `call` with the store's calls cut at call_bound(renewal), and lifts the limit again after it.
+  template <typename Call> auto bounded(bool renewal, const Call& call);
   LockStore& m_store;
   const Log& m_log;
   QueueTiming m_timing;
@@ -197,9 +225,12 @@ private:
   // waiter's; records it in `watched`.
   [[nodiscard]] bool skip_as_dead(const TicketRecord& ticket, ServerTime now, LocalTime local, int place,
                                   std::map<std::string, StaleWatch>& watched) const;
-  bool m_read = false;   // at_head() ran since joining
-  bool m_front = false;  // joined at the front (run --replace)
-  bool m_passed = false; // at the front, rejoined after a newer replacing run had joined: superseded()
+  bool m_read = false;                    // at_head() ran since joining
+  bool m_front = false;                   // joined at the front (run --replace)
+  bool m_passed = false;                  // at the front, rejoined after a newer replacing run had joined: superseded()
+  bool m_unreachable = false;             // unreachable() since the last renewal that succeeded
+  std::optional<std::int64_t> m_last_seq; // the seq of the last join that inserted tickets
+  bool m_back_in_place = false;           // back_in_place()
 };
 
 // The live tickets of `tickets` (expires_at > now), in line order, numbered 1.. per name: for status/list.

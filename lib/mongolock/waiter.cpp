@@ -12,6 +12,22 @@ namespace {
 constexpr int k_refollow_limit = 3; // a waiter makes its event cursor anew at most this often, then polls
 
 Millis until(LocalTime t) { return std::chrono::ceil<Millis>(t - LeaseClock::now()); }
+
+// One wait for an event (a getMore that waits up to push_check), cut after `limit`: on a silent connection it
+// hung for the socket timeout, past the ticket lease (red team 7, F4). A cut one throws (transient); the store's
+// next client leaves the cursor's client to the feed (MongoStore: a retired client lives as long as a feed).
+std::optional<WakeEvent> wait_bounded(LockStore& store, EventFeed& feed, const std::vector<std::string>& names,
+                                      Millis limit) {
+  store.reconnect(CallLimits{limit, limit, std::nullopt, false});
+  try {
+    auto event = feed.wait(names);
+    store.reconnect(std::nullopt);
+    return event;
+  } catch (...) {
+    store.reconnect(std::nullopt);
+    throw;
+  }
+}
 } // namespace
 
 std::string_view Waiter::state_name(State state) {
@@ -94,8 +110,9 @@ Waiter::Pause Waiter::start() {
 
 void Waiter::announce_replace() {
   // The waiters that believe they are first must read the queue again before they take the lock; the
-  // holder learns of this run by reading the queue (Heartbeat, run --replace). Best effort: a waiter that
-  // misses the event reads the queue before it takes a lock it found free by polling.
+  // holder learns of a replacing run by reading the queue (Heartbeat, run --replace). Best effort: a waiter
+  // that misses the event reads the queue before it takes a lock it found free by polling. Also a waiter back
+  // in its old place after an outage (rejoined()).
   follow(); // creates the events collection if need be
   try {
     for (const auto& name : m_names)
@@ -253,10 +270,13 @@ bool Waiter::recheck_due() const {
 }
 
 void Waiter::rejoined() {
-  // At the back now: the place in line is read again in this step.
+  // At the back now (or back in its old place): the place in line is read again in this step.
   m_state = State::far;
   m_read_position = 0;
   m_reread = true;
+  // Back in its old place after an outage (WaitQueue::join's `keep`): a waiter behind it that became first
+  // meanwhile must read the queue again before it takes the lock, as for a replacing run that joined ahead.
+  if (m_queue->back_in_place()) announce_replace();
 }
 
 void Waiter::go_idle_if_still() {
@@ -334,7 +354,7 @@ void Waiter::wait(Millis pause, const Sleeper& sleep) {
   m_quiet = true;
   if (m_feed && m_state != State::far && pause >= m_policy.queue.push_check) {
     try {
-      const auto event = m_feed->wait(m_names);
+      const auto event = wait_bounded(m_store, *m_feed, m_names, m_policy.queue.push_check + m_queue->answer_limit());
       m_refollowed = 0; // the cursor works: k_refollow_limit counts failures in a row, not over the whole wait
       if (event) on_event(*event);
     } catch (const Error& e) {
@@ -365,8 +385,10 @@ void Waiter::on_event(const WakeEvent& event) {
 void Waiter::on_feed_error(const Error& e) {
   // A capped collection drops old events, and with them a cursor's place (MongoDB: CappedPositionLost;
   // FerretDB v1: its trim once a minute): follow anew, a few times, and check at once (an event may have
-  // been missed); then poll.
+  // been missed); then poll. A network error (its connection silent or lost) says that the server could not be
+  // reached: a ticket that lapsed meanwhile takes its old place again (WaitQueue::unreachable(), red team 7 F4).
   m_feed.reset();
+  if (e.transient()) m_queue->unreachable();
   if (++m_refollowed <= k_refollow_limit) {
     try {
       m_feed = m_store.follow_events(m_policy.queue.push_check);
@@ -392,7 +414,8 @@ bool Waiter::pause_after(const Error& error, const Sleeper& sleep) {
   if (!m_forever && now >= m_deadline) return false;
   auto pause = m_policy.queue.poll;
   if (!m_forever) pause = std::min(pause, std::chrono::ceil<Millis>(m_deadline - now));
-  m_feed.reset(); // its connection is gone: follow anew once the server answers
+  m_feed.reset();                      // its connection is gone: follow anew once the server answers
+  if (m_queue) m_queue->unreachable(); // a ticket that lapsed meanwhile takes its old place again (F4)
   m_log.debugf("the server did not answer ({}); trying again in {}, while the wait lasts", error.what(),
                format_duration(pause));
   if (!sleep(pause)) m_state = State::interrupted;

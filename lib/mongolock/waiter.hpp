@@ -50,7 +50,8 @@ public:
   // failing over, nothing changed by the failed call) and the waiter is queued (not starting) and its wait
   // has time left, says so with -v, pauses a poll interval (queue.poll, up to the deadline) through `sleep`
   // and returns true: the next step tries again (a lost ticket rejoins, as after any gap). Else false: the
-  // caller rethrows (exit 69). Red team 6, F5: a --wait of 60 s exited 69 at a 1.5-3 s server restart.
+  // caller rethrows (exit 69). Red team 6, F5: a --wait of 60 s exited 69 at a 1.5-3 s server restart. Tickets
+  // that lapse meanwhile are inserted again with their old seq where it is free (WaitQueue::unreachable()).
   bool pause_after(const Error& error, const Sleeper& sleep);
 
   [[nodiscard]] State state() const { return m_state; }
@@ -80,7 +81,8 @@ private:
   [[nodiscard]] bool recheck_due() const;
   void rejoined();
   void follow();
-  // run --replace, just joined at the front: appends a k_replace_event per name (best effort).
+  // run --replace, just joined at the front, or back in its old place after an outage (WaitQueue::back_in_place()):
+  // appends a k_replace_event per name (best effort): every waiter reads the queue again before it tries.
   void announce_replace();
   // Once the line has not moved for follow_idle: the head closes its cursor and looks at the lock every
   // idle_poll; a near waiter becomes far (no cursor, the far lease, a look every still_interval()).

@@ -37,6 +37,10 @@ Standard library only (asyncio).
                       read would have matched it before that write, and writes its older expiry over the
                       newer one. Logs "stale renewal written back: n=N" (N documents matched). The mode
                       is unchanged; one renewal per command
+          hold-remove the next request that deletes a lock document (a findAndModify with remove: true)
+                      switches the mode to hold just before it is forwarded: it and everything after it
+                      waits for pass (a release whose delete is on its way while others act). The mode is
+                      unchanged until then; one delete per command
           status      print the mode and the number of open connections
 """
 import asyncio
@@ -65,6 +69,9 @@ def reset(writer):
     writer.transport.abort()
 
 
+REMOVE_TRUE = b"\x08remove\x00\x01"  # BSON: the boolean field remove: true of a findAndModify
+
+
 def renewal_filter_at(message):
     """Offset of the "$lt" of a lease renewal's renewed_at filter in MESSAGE, or -1."""
     at = message.find(b"\x03renewed_at\x00")
@@ -85,6 +92,7 @@ class Proxy:
         self.serial = 0
         self.lag_first = None  # (direction, seconds) for the next connection accepted
         self.stale = None  # stale-renewal: {"reset_s": seconds, "kept": message or None}
+        self.hold_remove = False  # hold-remove: hold from the next findAndModify remove on
 
 
     def set_mode(self, mode, delay_ms=0):
@@ -128,6 +136,10 @@ class Proxy:
             self.stale = {"reset_s": int(words[1]) / 1000, "kept": None}
             log(f"stale-renewal: the next renewal is kept back, its client reset after {words[1]} ms")
             return f"ok stale-renewal {words[1]}"
+        elif words == ["hold-remove"]:
+            self.hold_remove = True
+            log("hold-remove: the next delete (findAndModify remove) starts a hold")
+            return "ok hold-remove"
         elif words == ["status"]:
             pass
         else:
@@ -228,6 +240,11 @@ class Connection:
                 await asyncio.sleep(wait)  # the mode may change meanwhile: look again
             if not data:
                 return
+            if direction == "request" and proxy.hold_remove and REMOVE_TRUE in data:
+                proxy.hold_remove = False
+                proxy.set_mode("hold")
+                log(f"#{self.serial} hold-remove: a delete held ({len(data)} bytes); mode hold")
+                await proxy.flowing.wait()
             if self.stale_renewal(direction, data):
                 continue
             try:

@@ -65,7 +65,7 @@ polling_without_push_keeps_order() {
 }
 
 push_wakes_the_head() {
-  local name pid
+  local name pid token
   name=$(lock_name)
   ml acquire "$name" --process "$HOLDER" >/dev/null
   start_bg pushed env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" -v run "$name" --wait 60s -- true
@@ -80,15 +80,19 @@ push_wakes_the_head() {
   read_doc "$name"
   assert_eq "$(doc_field waiters)" "True" "waiters field after the holder renewed"
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
-  # The lock is marked: its release is the delete (findAndModify) and the event (insert).
-  assert_commands "$ERR" "3 (endSessions 1, findAndModify 1, insert 1)"
+  # The lock is marked: its release by holder is the read of the lock (find: then it deletes by that _id, so that a
+  # late copy never deletes a later acquisition), the delete (findAndModify) and the event (insert).
+  assert_commands "$ERR" "4 (endSessions 1, find 1, findAndModify 1, insert 1)"
   expect_bg_exit 0 "$pid" pushed
   assert_contains "$T/pushed.err" "woken by a release"
   sed -n "1,/acquired lock '$name'/p" "$T/pushed.err" >"$T/pushed.before" # what it sent while waiting
   assert_not_matches "$T/pushed.before" "command update sent to $MONGOLOCK_COLLECTION$"
-  # A lock nobody waits for: the release is one command.
+  # A lock nobody waits for: the release by holder is the read and the delete; by token, the delete alone.
   ml acquire "$name" --process "$HOLDER" >/dev/null
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --process "$HOLDER"
+  assert_commands "$ERR" "3 (endSessions 1, find 1, findAndModify 1)"
+  token=$(ml acquire "$name" --process "$HOLDER")
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name" --token "$token"
   assert_commands "$ERR" "2 (endSessions 1, findAndModify 1)"
 }
 

@@ -577,7 +577,13 @@ std::int64_t SimStore::next_fence(std::string_view name) {
 std::optional<LockRecord> SimStore::find(std::string_view program) {
   const std::string p(program);
   return call<std::optional<LockRecord>>(
-      "find", [this, p] { return m_world.server().find(p); }, Write::read);
+      "find",
+      [this, p, command = command()] {
+        auto found = m_world.server().find(p);
+        if (found && command) m_world.operator_read(*command, *found);
+        return found;
+      },
+      Write::read);
 }
 
 std::vector<LockRecord> SimStore::list(std::optional<std::string_view> name) {

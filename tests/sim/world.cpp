@@ -595,9 +595,22 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
     if (waits && unannounced) count("replacing runs passed whose announcement was lost (by design)");
     return !waits || unannounced || t.since + Millis(1000) + m_config.max_rtt + slack() > now;
   };
+  // A waiter whose ticket lapsed while the server could not be reached joins again with its old seq (red team 7,
+  // F4: WaitQueue::join's `keep`), ahead of those who joined after it. Taking the lock ahead of such a ticket is
+  // no violation when it came back while the taker's attempt was on its way (its last look at the queue, then its
+  // insert: the same 1 s bound), or when its waiter no longer waits (it exited on an error after it came back:
+  // seed 1729).
+  const auto back_late = [&](const mongolock::TicketRecord& t) {
+    if (mongolock::WaitQueue::is_replace(t) || t.since <= mine->since) return false; // not back in an old place
+    const bool waits =
+        std::any_of(m_clients.begin(), m_clients.end(), [&](const auto& c) { return c->waiting_as() == t.process; });
+    const bool late = !waits || t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
+    if (late) count("waiters back in their old place while the lock was taken (by design)");
+    return late;
+  };
   for (const auto& t : tickets) {
     if (t.seq >= mine->seq || t.expires_at <= now || m_lapsed.count(t.id) != 0 || t.expires_at - now > far ||
-        joined_late(t)) {
+        joined_late(t) || back_late(t)) {
       continue;
     }
     throw Violation(fmt::format("'{}' went to {} (seq {}) while {} (seq {}) waited ahead with a live ticket",
@@ -959,8 +972,19 @@ void World::operator_write(const OperatorCommand& command, const mongolock::Lock
       return;
     }
     count("operator renewals that shortened the lease they named");
+  } else if (same) {
+    count("operator releases");
+  } else if (m_operator_reads.count({command.sent, command.named, before.id}) != 0) {
+    // By holder, a later acquisition that held the name when the command's find looked: as if the operator had
+    // typed the command then (deliberate, as break).
+    count("operator releases of a later acquisition its find read (deliberate, as break)");
   } else {
-    count(same ? "operator releases" : "operator releases of a later acquisition by holder (deliberate, as break)");
+    // A copy of a release by holder that landed after the holder had released the acquisition the operator named
+    // and taken the name again: that later acquisition is not the one the command was for, and its holder runs on
+    // without a lock (another host may take it). Locker::release finds first and deletes by _id.
+    throw Violation(fmt::format("the operator's release of '{}' by holder '{}' deleted {}, a later acquisition of that "
+                                "holder than the one it named ({}) and not one its find read",
+                                command.program, command.selector, before.id, command.named));
   }
   // Deliberate, as `break --force`: its holder is exempt until a renewal sent after this is confirmed.
   auto& at = m_broken[before.id];

@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace sim {
@@ -298,6 +299,13 @@ public:
   // counts from the command).
   void operator_write(const OperatorCommand& command, const mongolock::LockRecord& before,
                       const std::optional<mongolock::LockRecord>& after);
+  // A find of the operator's `command` read `lock` on the server (its reply may be lost). A release may delete
+  // the acquisition the operator named or one its own find read (Locker::release by holder finds, then deletes
+  // by _id: an acquisition that held the name when the command looked); deleting any other (by holder: a later
+  // acquisition of the same holder, reached by a copy that landed late) is a violation (World::operator_write).
+  void operator_read(const OperatorCommand& command, const mongolock::LockRecord& lock) {
+    m_operator_reads.emplace(command.sent, command.named, lock.id);
+  }
   void count(const char* what) { ++m_counts[what]; }
   [[nodiscard]] const std::map<std::string, long>& counts() const { return m_counts; }
 
@@ -386,6 +394,7 @@ private:
   std::map<std::string, LocalTime> m_free_since;      // per name: no lock document on the server since
   std::map<std::string, ServerTime> m_replace_events; // per name: the last replacing run's announcement (server clock)
   std::map<std::string, LocalTime> m_orphan_since;    // _id of lock documents no live client holds: since
+  std::set<std::tuple<LocalTime, std::string, std::string>> m_operator_reads; // operator_read(): (sent, named, _id)
   std::deque<std::string> m_trace;
   std::map<std::string, long> m_counts;
   long m_steps = 0;

@@ -6,6 +6,7 @@
 #include <mongolock/locker.hpp>
 #include <mongolock/memory_store.hpp>
 
+#include <optional>
 #include <string>
 
 using namespace mongolock;
@@ -54,6 +55,45 @@ TEST_CASE("A release by _id of an earlier acquisition leaves the next holder's l
     CHECK(op.release(LockSelector{.program = "job", .id = second->id}).kind == ReleaseOutcome::min_hold);
     CHECK(store.documents().at("job").released_at);
   }
+}
+
+TEST_CASE("A release by holder that lands after the holder took the name again deletes nothing") {
+  // Found by mongolock-sim --operator (16 in 10,000 schedules, exempted there until session 7): `release --process
+  // H`, delayed on its way while H released and acquired again, deleted H's next acquisition (its filter named
+  // the holder alone), and another host then ran beside H. It finds the lock first and deletes it by that _id.
+  for (const auto semantics : {WriteSemantics::mongodb, WriteSemantics::ferretdb_v1}) {
+    CAPTURE(semantics == WriteSemantics::mongodb);
+    MemoryStore store(semantics);
+    Locker holder(store, quiet);
+    const auto first = holder.try_acquire(request("job", "a:1"));
+    REQUIRE(first);
+    std::optional<LockRecord> second;
+    store.before_remove = [&] {
+      REQUIRE(store.remove(LockSelector{.program = "job", .token = first->token}) == 1);
+      second = holder.try_acquire(request("job", "a:1"));
+    };
+    Locker op(store, quiet);
+    const auto outcome = op.release(LockSelector{.program = "job", .process = "a:1"});
+    REQUIRE(second);
+    CHECK(outcome.kind == ReleaseOutcome::not_holder);
+    CHECK(outcome.found == first->id);
+    REQUIRE(store.documents().count("job") == 1);
+    CHECK(store.documents().at("job").id == second->id);
+  }
+}
+
+TEST_CASE("A release by holder finds the lock, then deletes it by _id; by _id and token it is one command") {
+  MemoryStore store;
+  Locker holder(store, quiet);
+  const auto lock = holder.try_acquire(request("job", "a:1"));
+  REQUIRE(lock);
+  Locker op(store, quiet);
+  CHECK(op.release(LockSelector{.program = "job", .process = "b:1"}).kind == ReleaseOutcome::not_holder);
+  CHECK(store.lock_writes().size() == 1); // another holder's: no write sent at all
+  CHECK(op.release(LockSelector{.program = "job", .process = "a:1"}).kind == ReleaseOutcome::released);
+  CHECK(store.documents().count("job") == 0);
+  REQUIRE(store.lock_writes().size() == 2);
+  CHECK(store.lock_writes().back().op == "delete");
 }
 
 TEST_CASE("A run's renewal outstamped by a `renew --token` renews above it also when its lock records a place") {

@@ -8,8 +8,10 @@
 #include <mongolock/queue.hpp>
 #include <mongolock/waiter.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace mongolock;
@@ -50,8 +52,12 @@ class CutReads final : public LockStore {
 public:
   explicit CutReads(MemoryStore& inner) : m_inner(inner) {}
   int fail_highest = 0;
+  std::vector<std::optional<Millis>> limits; // every reconnect()'s CallLimits::total (nullopt: lifted)
   const ServerClock& clock() override { return m_inner.clock(); }
-  void reconnect(std::optional<CallLimits> limits) override { m_inner.reconnect(limits); }
+  void reconnect(std::optional<CallLimits> call) override {
+    limits.push_back(call ? std::optional(call->total) : std::nullopt);
+    m_inner.reconnect(call);
+  }
   void ensure_indexes() override { m_inner.ensure_indexes(); }
   bool insert(LockRecord& lock) override { return m_inner.insert(lock); }
   std::int64_t remove(const LockSelector& which) override { return m_inner.remove(which); }
@@ -261,6 +267,105 @@ TEST_CASE("A rejoin cut by a transient error joins again at the next step (the w
   REQUIRE(now.size() == 1);
   CHECK(now.front().process == "w:1");
   CHECK(queue.ticket_of("job") == now.front().id);
+}
+
+TEST_CASE("Waiters whose tickets lapsed while the server could not be reached take their old seq again") {
+  // Red team 7, F4: through an outage longer than the ticket lease every waiter's ticket lapsed, and they joined
+  // again at the back in the order they came back (b c d queued, served c d b). Each takes its old seq again when
+  // it is free, so that they keep their order whatever the order of return.
+  Fixed clock;
+  const Installed installed(clock);
+  MemoryStore inner;
+  CutReads store(inner);
+  const QueueTiming timing;
+  std::vector<std::unique_ptr<WaitQueue>> queues;
+  for (const auto* process : {"b:1", "c:1", "d:1"}) {
+    queues.push_back(std::make_unique<WaitQueue>(store, quiet, timing));
+    queues.back()->join({"job"}, process);
+  }
+  const auto seqs = [&] {
+    std::vector<std::pair<std::int64_t, std::string>> out;
+    for (const auto& t : inner.tickets({"job"}))
+      out.emplace_back(t.seq, t.process);
+    return out;
+  };
+  const auto before = seqs();
+  REQUIRE(before.size() == 3);
+  clock.t += timing.ticket_lease + timing.purge_after; // every ticket lapsed (and may be purged as dead)
+  // b's was purged by a reader; c's and d's are still there, expired.
+  REQUIRE(inner.remove_ticket(queues[0]->ticket_of("job"), std::nullopt) == 1);
+  for (auto i : {2, 1, 0}) { // back in the reverse order
+    queues[static_cast<std::size_t>(i)]->unreachable();
+    CHECK_FALSE(queues[static_cast<std::size_t>(i)]->keep_alive(timing.ticket_lease)); // lost: joined again
+    CHECK(queues[static_cast<std::size_t>(i)]->back_in_place());
+  }
+  CHECK(seqs() == before);
+  // The first in line reads itself first again; the others see it ahead.
+  CHECK(queues[0]->at_head());
+  CHECK_FALSE(queues[2]->at_head());
+  CHECK(queues[2]->position() == 3);
+}
+
+TEST_CASE("A lapsed ticket rejoins at the back unless the server could not be reached, and when its seq is taken") {
+  Fixed clock;
+  const Installed installed(clock);
+  MemoryStore inner;
+  CutReads store(inner);
+  const QueueTiming timing;
+  WaitQueue first(store, quiet, timing);
+  WaitQueue second(store, quiet, timing);
+  first.join({"job"}, "a:1");
+  second.join({"job"}, "b:1");
+  const auto a = *first.seq();
+  // Stopped (not an outage): at the back, behind b.
+  clock.t += timing.ticket_lease;
+  REQUIRE(second.keep_alive(timing.ticket_lease) == false); // b lapsed too: it rejoins at the back
+  CHECK_FALSE(first.keep_alive(timing.ticket_lease));
+  CHECK_FALSE(first.back_in_place());
+  CHECK(*first.seq() > *second.seq());
+  // After an outage, with its old seq taken by another waiter's ticket: at the back again.
+  const auto old = *first.seq();
+  clock.t += timing.ticket_lease;
+  REQUIRE(inner.remove_ticket(first.ticket_of("job"), std::nullopt) == 1);
+  TicketRecord other{.id = {}, .name = "job", .seq = old, .process = "x:1", .since = {}, .expires_at = {}};
+  other.expires_at = inner.clock().now() + 60s;
+  REQUIRE(inner.insert_ticket(other));
+  first.unreachable();
+  CHECK_FALSE(first.keep_alive(timing.ticket_lease));
+  CHECK_FALSE(first.back_in_place());
+  CHECK(*first.seq() > old);
+  CHECK(a < old);
+}
+
+TEST_CASE("A ticket renewal is cut when the lease runs out, a queue read before the lease's last answer limit") {
+  // Red team 7, F4: on a silent connection a renewal hung for the socket timeout (10 s), past the 4 s lease.
+  Fixed clock;
+  const Installed installed(clock);
+  MemoryStore inner;
+  CutReads store(inner);
+  const QueueTiming timing;
+  WaitQueue queue(store, quiet, timing);
+  queue.join({"job"}, "w:1");
+  store.limits.clear();
+  (void)queue.at_head(); // the first read after the join (the Waiter's start): not cut
+  CHECK(store.limits.empty());
+  clock.t += timing.ticket_lease * 3 / 8; // due
+  REQUIRE(queue.keep_alive(timing.ticket_lease));
+  REQUIRE(store.limits.size() == 2);
+  CHECK(store.limits[0] == timing.ticket_lease - timing.ticket_lease * 3 / 8); // the lease left
+  // A renewal answered later than the answer limit (a slow network, not a silent one) still does not count: the
+  // faults_exclusion suite's slow_ticket_renewal_rejoins_at_the_back.
+  CHECK_FALSE(store.limits[1]); // lifted again after the call
+  store.limits.clear();
+  clock.t += 1s; // 3 s of the lease left: the read may take 2 s
+  (void)queue.at_head();
+  REQUIRE(store.limits.size() == 2);
+  CHECK(store.limits[0] == timing.ticket_lease - 1s - queue.answer_limit());
+  CHECK_FALSE(store.limits[1]);
+  store.limits.clear();
+  clock.t += 2s; // 1 s left: at least the answer limit
+  (void)queue.at_head();
+  CHECK(store.limits[0] == queue.answer_limit());
 }
 
 TEST_SUITE_END();

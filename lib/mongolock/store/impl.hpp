@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <vector>
 
 namespace mongolock::store {
 
@@ -92,6 +93,11 @@ struct MongoStore::Impl {
   CallDeadline call_deadline; // before the client: its streams point here
   StreamFactory streams;      // mongoc_client_set_stream_initiator()'s user data
   ClientPtr client;
+  // Clients replaced (open_client) while an event feed's cursor, made on them, was still open: a cursor must not
+  // outlive its client. Kept (reset: the cursor's next getMore fails without I/O) until the last feed is closed
+  // (MongoEventFeed, store/queue.cpp; a Waiter's bounded queue call that fails makes a new client, WaitQueue).
+  std::vector<ClientPtr> retired;
+  int feeds_open = 0; // MongoEventFeeds alive
   CollectionPtr collection;
   CollectionPtr fences;    // "<collection>_fences", opened on first use
   CollectionPtr queue;     // "<collection>_queue", opened on first use (queue of waiters)
@@ -124,6 +130,7 @@ struct MongoStore::Impl {
     // for a whole socket timeout (a server that accepts connections and never answers).
     if (failed && client) mongoc_client_reset(client.get());
     client.reset(); // may send endSessions, which is counted too
+    retired.clear();
     if (config.count_commands) log.diagnostic(fmt::format("server commands: {}", monitor.summary()));
   }
 

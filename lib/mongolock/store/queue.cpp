@@ -203,8 +203,18 @@ bool insert_events(mongoc_collection_t* events, std::initializer_list<std::strin
 class MongoEventFeed final : public EventFeed {
 public:
   // `fail` throws the Error for a driver error message.
-  MongoEventFeed(mongoc_cursor_t* cursor, std::function<void(const char*)> fail)
-      : m_cursor(cursor), m_fail(std::move(fail)) {}
+  // `open` and `retired`: the store's count of open feeds and its retired clients (MongoStore::Impl::retired).
+  MongoEventFeed(int& open, std::vector<ClientPtr>& retired, mongoc_cursor_t* cursor,
+                 std::function<void(const char*, bool)> fail)
+      : m_open(open), m_retired(retired), m_cursor(cursor), m_fail(std::move(fail)) {
+    ++m_open;
+  }
+  ~MongoEventFeed() override {
+    m_cursor.reset(); // before its client (Impl::retired)
+    if (--m_open == 0) m_retired.clear();
+  }
+  MongoEventFeed(const MongoEventFeed&) = delete;
+  MongoEventFeed& operator=(const MongoEventFeed&) = delete;
 
   std::optional<WakeEvent> wait(const std::vector<std::string>& names) override {
     const bson_t* doc = nullptr;
@@ -219,14 +229,18 @@ public:
       return event;
     }
     bson_error_t error;
-    if (mongoc_cursor_error(m_cursor.get(), &error)) m_fail(error.message);
-    if (!mongoc_cursor_more(m_cursor.get())) m_fail("the server closed the tailable cursor");
+    // A network error (a silent or lost connection) is transient: the Waiter then knows the server could not be
+    // reached (WaitQueue::unreachable(), red team 7 F4).
+    if (mongoc_cursor_error(m_cursor.get(), &error)) m_fail(error.message, error.domain == MONGOC_ERROR_STREAM);
+    if (!mongoc_cursor_more(m_cursor.get())) m_fail("the server closed the tailable cursor", false);
     return std::nullopt;
   }
 
 private:
+  int& m_open;
+  std::vector<ClientPtr>& m_retired;
   CursorPtr m_cursor;
-  std::function<void(const char*)> m_fail;
+  std::function<void(const char*, bool)> m_fail; // message, transient (a network error)
 };
 
 } // namespace
@@ -393,13 +407,13 @@ std::unique_ptr<EventFeed> MongoStore::follow_events_once(Millis await) {
   BSON_APPEND_BOOL(opts.get(), "awaitData", true);
   BSON_APPEND_INT64(opts.get(), "batchSize", 1);
   BSON_APPEND_INT64(opts.get(), "maxAwaitTimeMS", std::clamp<Millis::rep>(await.count(), 1, 60'000));
-  auto fail = [&impl](const char* message) {
-    throw unavailable_error(fmt::format("following the wake-up events of {}_events.{}_events failed: {}",
-                                        impl.config.database, impl.config.collection,
-                                        scrub_secrets(message, impl.config.uri)));
+  auto fail = [&impl](const char* message, bool transient = false) {
+    throw(transient ? unreachable_error : unavailable_error)(
+        fmt::format("following the wake-up events of {}_events.{}_events failed: {}", impl.config.database,
+                    impl.config.collection, scrub_secrets(message, impl.config.uri)));
   };
   mongoc_cursor_t* cursor = mongoc_collection_find_with_opts(events, filter.get(), opts.get(), nullptr);
-  auto feed = std::make_unique<MongoEventFeed>(cursor, fail);
+  auto feed = std::make_unique<MongoEventFeed>(impl.feeds_open, impl.retired, cursor, fail);
   // The first batch (a marker; no getMore, no waiting): checks that the cursor stays open.
   const bson_t* first = nullptr;
   if (!mongoc_cursor_next(cursor, &first)) {
