@@ -604,7 +604,7 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
     if (mongolock::WaitQueue::is_replace(t) || t.since <= mine->since) return false; // not back in an old place
     const bool waits =
         std::any_of(m_clients.begin(), m_clients.end(), [&](const auto& c) { return c->waiting_as() == t.process; });
-    const bool late = !waits || t.since + Millis(1000) + m_config.max_rtt + m_slack > now;
+    const bool late = !waits || t.since + Millis(1000) + m_config.max_rtt + slack() > now;
     if (late) count("waiters back in their old place while the lock was taken (by design)");
     return late;
   };
