@@ -364,8 +364,8 @@ private:
   std::map<int, LocalTime> m_replacing_since; // per replaceable holder: a newer replacing run has waited since
   bool m_ended = false;
   LocalTime m_global_fault{};
-  // run --once-per: per name, the _id of the lock of each run that recorded a confirmed success.
-  std::map<std::string, std::vector<std::string>> m_successes;
+  // run --once-per: per name, the _id of the lock of each run that recorded a confirmed success, and when.
+  std::map<std::string, std::vector<std::pair<std::string, LocalTime>>> m_successes; // name -> (_id, recorded at)
   struct Op {
     LocalTime when;
     std::uint64_t seq;
