@@ -39,16 +39,16 @@ struct RunRecord {
   int exit_code = 0;                    // [exit_code] mongolock's exit status for this run
   std::string signal;                   // [signal] the signal that ended the command, e.g. "TERM"; "" when none
   std::string held_by; // [held_by] skipped: the holder that kept the lock; replaced: the replacing run; "<host>:<pid>"
-  std::optional<std::int64_t> fence;   // [fence] the fencing token the run held, with --fence
-  std::string lock;                    // [lock] executed: the _id of the lock document the run held (of its
-                                       // first slot); "" when unknown (older versions, not executed)
-  std::string held_lock;               // [held_lock] skipped: the _id of the holder's lock document; the run
-                                       // whose `lock` it is held the lock (history folds the skip into it)
-  std::int64_t skips = 0;              // [skips] executed: skipped attempts that named this run's lock, as
-                                       // counted by the purge before it deleted them (history.hpp: SkipFold);
-                                       // absent until then (history counts the attempts still stored)
-  std::int64_t skip_hosts = 0;         // [skip_hosts] executed: how many hosts those attempts came from
-  std::vector<std::string> skipped_on; // [skipped_on] executed: up to k_skip_host_sample of those hosts
+  std::optional<std::int64_t> fence;    // [fence] the fencing token the run held, with --fence
+  std::string lock;                     // [lock] executed: the _id of the lock document the run held (of its
+                                        // first slot); "" when unknown (older versions, not executed)
+  std::string held_lock;                // [held_lock] skipped: the _id of the holder's lock document; the run
+                                        // whose `lock` it is held the lock (history folds the skip into it)
+  std::int64_t skips = 0;               // [skips] executed: skipped attempts that named this run's lock, as
+                                        // counted by the purge before it deleted them (history.hpp: SkipFold);
+                                        // absent until then (history counts the attempts still stored)
+  std::int64_t skip_hosts = 0;          // [skip_hosts] executed: how many hosts those attempts came from
+  std::vector<std::string> skipped_on;  // [skipped_on] executed: up to k_skip_host_sample of those hosts
   std::optional<ServerTime> keep_until; // [keep_until] server clock, UTC: a `run --once-per` success, its end plus
                                         // the period; no purge deletes it before then, whatever retention
                                         // another run asks (red team 8 F2: a run of another name with a shorter
