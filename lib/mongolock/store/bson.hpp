@@ -135,6 +135,17 @@ inline void append_date_condition(bson_t* doc, const char* field, const char* op
   bson_append_document_end(doc, &condition);
 }
 
+// Appends `{field: {$not: {$gt: VALUE}}}`: at most VALUE, or no such field. `append_value(bson_t* into, const
+// char* key)` appends VALUE (a date, a number).
+template <typename AppendValue> void append_not_above(bson_t* doc, const char* field, AppendValue append_value) {
+  bson_t condition, not_above;
+  bson_append_document_begin(doc, field, -1, &condition);
+  bson_append_document_begin(&condition, "$not", -1, &not_above);
+  append_value(&not_above, "$gt");
+  bson_append_document_end(&condition, &not_above);
+  bson_append_document_end(doc, &condition);
+}
+
 inline std::int32_t to_int32_ms(Millis d) {
   return static_cast<std::int32_t>(std::min<Millis::rep>(d.count(), INT32_MAX));
 }

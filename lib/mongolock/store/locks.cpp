@@ -165,13 +165,8 @@ void append_selector(bson_t* doc, const LockSelector& which) {
   if (which.expired_by) append_date_condition(doc, "expires_at", "$lte", *which.expired_by);
   if (which.renewed_before) append_date_condition(doc, "renewed_at", "$lt", *which.renewed_before);
   if (which.run_ttl_at_most) {
-    // {run_ttl_ms: {$not: {$gt: MS}}}: at most MS, or absent.
-    bson_t field, not_above;
-    BSON_APPEND_DOCUMENT_BEGIN(doc, "run_ttl_ms", &field);
-    BSON_APPEND_DOCUMENT_BEGIN(&field, "$not", &not_above);
-    BSON_APPEND_INT64(&not_above, "$gt", which.run_ttl_at_most->count());
-    bson_append_document_end(&field, &not_above);
-    bson_append_document_end(doc, &field);
+    const auto most = which.run_ttl_at_most->count();
+    append_not_above(doc, "run_ttl_ms", [&](bson_t* in, const char* key) { bson_append_int64(in, key, -1, most); });
   }
   if (which.not_released) {
     bson_t exists;

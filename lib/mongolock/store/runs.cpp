@@ -131,13 +131,8 @@ RunRecord run_from_bson(const bson_t* doc) {
 // {keep_until: {$not: {$gt: NOW}}}: not a --once-per success whose period lasts past `now` (RunRecord::keep_until;
 // a document without the field matches).
 void append_not_kept(bson_t* selector, ServerTime now) {
-  bson_t field;
-  bson_t not_after;
-  BSON_APPEND_DOCUMENT_BEGIN(selector, "keep_until", &field);
-  BSON_APPEND_DOCUMENT_BEGIN(&field, "$not", &not_after);
-  BSON_APPEND_DATE_TIME(&not_after, "$gt", to_bson_date(now));
-  bson_append_document_end(&field, &not_after);
-  bson_append_document_end(selector, &field);
+  append_not_above(selector, "keep_until",
+                   [&](bson_t* in, const char* key) { bson_append_date_time(in, key, -1, to_bson_date(now)); });
 }
 
 // {sort: {ended_at: -1, _id: -1}}: newest first, ties in a fixed order.
