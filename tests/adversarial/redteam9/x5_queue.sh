@@ -8,7 +8,7 @@
 #   CASE: blackout   `blackout DOWN` (default 2500 ms: shorter than the 4 s ticket lease)
 #         blackout_long  `blackout 9000` (longer than the ticket lease: every ticket lapses)
 #         err91      every command but hello answered `error 91` (ShutdownInProgress) for DOWN ms
-#         secondary  `secondary 9000`: an election, every write refused 10107 for 9 s
+#         secondary  `secondary SEC` (default 9000): an election, every write refused 10107 for SEC ms
 #         stop       w3 SIGSTOPped just before `blackout 9000`, SIGCONTed STOPFOR s (default 12) after
 #         stop_only  w3 SIGSTOPped for STOPFOR s, no outage (its ticket lapses through its own fault)
 #         release_in a releases 2 s into `blackout 9000` (the waiters are blind when the lock frees)
@@ -37,7 +37,7 @@ for i in $(seq "$n"); do
   blackout) proxy blackout "$DOWN"; hold_after=$((DOWN / 1000 + 2)) ;;
   blackout_long) proxy blackout 9000; hold_after=11 ;;
   err91) proxy fail '*' for "$DOWN" error 91; hold_after=$((DOWN / 1000 + 2)) ;;
-  secondary) proxy secondary 9000; hold_after=11 ;;
+  secondary) proxy secondary "${SEC:-9000}"; hold_after=$((${SEC:-9000} / 1000 + 2)) ;;
   stop) kill -STOP "$(cat "$W/w3.pid")"; proxy blackout 9000; hold_after=11 ;;
   stop_only) kill -STOP "$(cat "$W/w3.pid")"; hold_after=4 ;;
   release_in) proxy blackout 9000; hold_after=2 ;;
