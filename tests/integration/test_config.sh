@@ -329,6 +329,28 @@ unknown_key_refused() {
   assert_free "$name"
 }
 
+# `run` reads the config file as every other command does: each of its sections is checked, whichever way
+# the file was found (a `run` command line without a config file defines run alone: issue 30).
+run_checks_every_section() {
+  local name
+  name=$(lock_name)
+  printf '[acquire]\ntll = "1h"\n' >"$T/config"
+  expect_exit 64 -- mli --config "$T/config" run "$name" -- true
+  assert_error_line "$T/config:2: unknown key 'tll' in [acquire] (did you mean 'ttl'?)"
+  expect_exit 64 -- mli --config="$T/config" run "$name" -- true
+  assert_error_line "$T/config:2: unknown key 'tll' in [acquire] (did you mean 'ttl'?)"
+  expect_exit 64 -- isolated env MONGOLOCK_CONFIG="$T/config" "$MONGOLOCK_BIN" run "$name" -- true
+  assert_error_line "$T/config:2: unknown key 'tll' in [acquire] (did you mean 'ttl'?)"
+  mkdir -p "$T/xdg/mongolock"
+  cp "$T/config" "$T/xdg/mongolock/config"
+  expect_exit 64 -- mli run "$name" -- true
+  assert_error_line "$T/xdg/mongolock/config:2: unknown key 'tll' in [acquire] (did you mean 'ttl'?)"
+  # Sections of other commands are fine, and run still takes its own.
+  printf '[status]\njson = true\n[run]\nttl = "20s"\n' >"$T/xdg/mongolock/config"
+  expect_exit 0 -- mli run "$name" -- true
+  assert_free "$name"
+}
+
 # The config file must be a regular file of at most 64 KiB: a device, a FIFO, a directory or a larger
 # file is refused at once (a FIFO without a writer never blocks), naming the file; --help and --version
 # read no file at all.
@@ -605,6 +627,7 @@ run_case "a bad value in the config file: 64" bad_value_in_config
 run_case "value errors name their source: FILE:LINE, MONGOLOCK_*, --option (issue 29)" value_errors_name_their_source
 run_case "boolean variables: one rule (CLI11's) for all, anything else refused naming the variable" boolean_variables_one_rule
 run_case "config errors name file, line and key (unknown key, misplaced key, section, twice, binary): 64" unknown_key_refused
+run_case "run checks every section of the config file (--config, --config=, MONGOLOCK_CONFIG, XDG)" run_checks_every_section
 run_case "the config file: a regular file of at most 64 KiB; --help and --version read none" config_file_bounded
 run_case "--uri-file reads the URI (MONGOLOCK_URI_FILE too)" uri_file_works
 run_case "--uri-file: the password never appears in output" uri_file_hides_password
