@@ -89,7 +89,8 @@ bool off_by_environment() {
 
 } // namespace
 
-std::optional<std::string> hidden_cgroup_named(std::string_view prefix) {
+std::optional<std::string> hidden_cgroup_named(std::string_view prefix, bool* complete) {
+  if (complete != nullptr) *complete = true;
   const auto mount = cgroup2_mount_outside_view();
   if (!mount) return std::nullopt;
   const auto self = std::to_string(getpid());
@@ -114,6 +115,7 @@ std::optional<std::string> hidden_cgroup_named(std::string_view prefix) {
     }
     closedir(d);
   }
+  if (complete != nullptr) *complete = todo.empty(); // the budget ran out before the walk did
   return std::nullopt;
 }
 

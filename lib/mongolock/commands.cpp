@@ -285,25 +285,49 @@ bool inside_own_run(const std::string& name, const std::optional<std::string>& t
          (process && env_line("MONGOLOCK_HOLDER", *process).has_value());
 }
 
-// True when a lock that `which` selects is held by a mongolock run this process runs inside (its command, or
-// a process started from it, whatever the environment: env -i, su -, a nested run; red team 6, F2). The
-// process tree and its cgroup are read first, so a caller outside any run costs the server nothing.
-bool held_by_own_run(Locker& locker, const LockSelector& which) {
+// Whether a lock that `which` selects is held by a mongolock run this process runs inside (its command, or a
+// process started from it, whatever the environment: env -i, su -, a nested run; red team 6, F2): `held`;
+// `unknown` when no such run was found but the search for its job cgroup through a cgroup namespace stopped
+// at its bound while a run of this boot holds such a lock (red team 9, F1); else `none`. The process tree and
+// its cgroup are read first, so a caller outside any run costs the server nothing.
+enum class OwnRun { none, held, unknown };
+
+OwnRun own_run_holding(Locker& locker, const LockSelector& which, const Log& log) {
   const auto runs = enclosing_runs();
-  const auto groups = enclosing_job_cgroups(); // red team 7, F1: through a PID, mount or UTS namespace too
-  if (runs.empty() && groups.empty()) return false;
+  bool complete = true;
+  const auto groups = enclosing_job_cgroups(&complete); // red team 7, F1: through a PID, mount or UTS namespace too
+  if (runs.empty() && groups.empty() && complete) return OwnRun::none;
   const auto host = host_name();
-  const auto holders = locker.holders(which.program);
-  return std::any_of(holders.begin(), holders.end(), [&](const LockRecord& lock) {
-    return named_by(which, lock) &&
-           (held_by_enclosing_run(lock, runs, host) || held_by_enclosing_job_cgroup(lock, groups));
-  });
+  auto found = OwnRun::none;
+  for (const auto& lock : locker.holders(which.program)) {
+    if (!named_by(which, lock)) continue;
+    if (held_by_enclosing_run(lock, runs, host) || held_by_enclosing_job_cgroup(lock, groups)) return OwnRun::held;
+    if (!complete && run_lock_of_this_boot(lock)) found = OwnRun::unknown;
+  }
+  if (found == OwnRun::unknown) {
+    log.debugf("lock '{}' is held by a run of this boot, and the search of the cgroup2 hierarchy for this "
+               "process's job cgroup (it is in a cgroup namespace) stopped at its bound of 20,000 groups",
+               which.program);
+  }
+  return found;
+}
+
+bool held_by_own_run(Locker& locker, const LockSelector& which, const Log& log) {
+  return own_run_holding(locker, which, log) == OwnRun::held;
 }
 
 [[noreturn]] void refuse_own_release(const std::string& name) {
   // Freed while the command still runs, the lock would let another run start beside it.
   throw usage_error(fmt::format("lock '{}' is held by the mongolock run whose command this is; it is released "
                                 "when the command ends: exit the command instead of releasing its lock",
+                                name));
+}
+
+// Act on proof: a release that might be the job's own (red team 9, F1) is refused like one that is.
+[[noreturn]] void refuse_unproven_release(const std::string& name) {
+  throw usage_error(fmt::format("lock '{}' is held by a mongolock run on this host, and this process may be part of "
+                                "its command: in a cgroup namespace, the search for its cgroup stopped after 20,000 "
+                                "groups; release it from outside the namespace, or stop the run",
                                 name));
 }
 
@@ -315,7 +339,14 @@ int release_command(const GlobalOptions& global, const ReleaseOptions& options, 
   auto which = holder_selector(options.name, options.token, options.process);
   MongoStore store(global.store, log);
   Locker locker(store, log);
-  if (held_by_own_run(locker, which)) refuse_own_release(options.name);
+  switch (own_run_holding(locker, which, log)) {
+  case OwnRun::held:
+    refuse_own_release(options.name);
+  case OwnRun::unknown:
+    refuse_unproven_release(options.name);
+  case OwnRun::none:
+    break;
+  }
   const auto outcome = on_name_or_slot(
       locker, which, [&](const LockSelector& w) { return locker.release(w); },
       [](const ReleaseOutcome& o) { return o.kind != ReleaseOutcome::not_holder; });
@@ -356,10 +387,11 @@ std::optional<std::pair<Millis, std::string>> run_lease(Locker& locker, const Lo
 // A `renew --ttl` shorter than the run's own lease, of a run's lock, whoever calls: the run counts its lease
 // from its own renewals, so a shorter one on the server would let another run start while its command runs
 // (red team 8 F1: from outside the run, by --process or --token; red team 6 F2: from its command).
-void refuse_shorter_than_run(Locker& locker, const LockSelector& which, const RenewOptions& options, Millis ttl) {
+void refuse_shorter_than_run(Locker& locker, const LockSelector& which, const RenewOptions& options, Millis ttl,
+                             const Log& log) {
   const auto run = run_lease(locker, which);
   if (!run || ttl >= run->first) return;
-  if (inside_own_run(options.name, options.token, options.process) || held_by_own_run(locker, which)) {
+  if (inside_own_run(options.name, options.token, options.process) || held_by_own_run(locker, which, log)) {
     throw usage_error(fmt::format("--ttl {} is shorter than the TTL of the mongolock run whose command this is ({}); "
                                   "its lease would end on the server before the run stops the command: give at "
                                   "least {} or leave --ttl out",
@@ -380,7 +412,7 @@ int renew_command(const GlobalOptions& global, const RenewOptions& options, Log&
   Locker locker(store, log);
   const bool mark = waiters_queued(locker, options.name, log);
   const auto ttl = options.ttl ? *options.ttl : own_ttl(locker, which);
-  if (options.ttl) refuse_shorter_than_run(locker, which, options, ttl);
+  if (options.ttl) refuse_shorter_than_run(locker, which, options, ttl, log);
   const auto expires = on_name_or_slot(
       locker, which, [&](const LockSelector& w) { return locker.renew(w, ttl, mark); },
       [](const std::optional<ServerTime>& e) { return e.has_value(); });

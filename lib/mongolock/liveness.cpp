@@ -287,7 +287,8 @@ std::vector<RunAncestor> job_cgroups_in(std::string_view path) {
 
 } // namespace
 
-std::vector<RunAncestor> enclosing_job_cgroups() {
+std::vector<RunAncestor> enclosing_job_cgroups(bool* complete) {
+  if (complete != nullptr) *complete = true;
   std::vector<RunAncestor> runs;
   std::ifstream in("/proc/self/cgroup");
   std::string line;
@@ -299,7 +300,7 @@ std::vector<RunAncestor> enclosing_job_cgroups() {
   // In a cgroup namespace the path above starts at the namespace's root: the job's group may be above it,
   // still visible through a cgroup2 mount made before the namespace (red team 8, F3).
   if (runs.empty()) {
-    if (const auto hidden = hidden_cgroup_named(k_job_cgroup_prefix))
+    if (const auto hidden = hidden_cgroup_named(k_job_cgroup_prefix, complete))
       runs = job_cgroups_in(std::string_view(*hidden).substr(1));
   }
   std::reverse(runs.begin(), runs.end()); // nearest first
@@ -335,6 +336,12 @@ bool held_by_enclosing_run(const LockRecord& lock, const std::vector<RunAncestor
   const auto here = own_process_identity();
   if (here.boot_id.empty() || lock.boot_id != here.boot_id || lock.pid_ns != here.pid_ns) return false;
   return held_by_one_of(lock, runs);
+}
+
+bool run_lock_of_this_boot(const LockRecord& lock) {
+  if (lock.command.empty()) return false;
+  const auto here = own_process_identity();
+  return here.boot_id.empty() || lock.boot_id.empty() || lock.boot_id == here.boot_id;
 }
 
 bool held_by_enclosing_job_cgroup(const LockRecord& lock, const std::vector<RunAncestor>& groups) {

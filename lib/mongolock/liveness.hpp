@@ -74,8 +74,14 @@ struct RunAncestor {
 // nearest first. A cgroup stays the same through a new PID, mount, UTS or user namespace, env -i, su and
 // a private /dev/shm, which hide a run from enclosing_runs() (red team 7, F1); a new cgroup namespace
 // (unshare -C) hides it too, and a run without a job cgroup (no writable cgroup2) leaves none. Empty when
-// there is none or /proc/self/cgroup cannot be read. Never throws.
-[[nodiscard]] std::vector<RunAncestor> enclosing_job_cgroups();
+// there is none or /proc/self/cgroup cannot be read. `complete`, when given, is set false when the search
+// through a cgroup namespace stopped at its bound (hidden_cgroup_named()): an empty result is then no proof
+// that this process is outside every run's job. Never throws.
+[[nodiscard]] std::vector<RunAncestor> enclosing_job_cgroups(bool* complete = nullptr);
+
+// Whether `lock` was taken by `run` (its command recorded) on this boot, or the boot of either is unknown:
+// a lock whose job cgroup could be this process's (a cgroup belongs to one kernel). Never throws.
+[[nodiscard]] bool run_lock_of_this_boot(const LockRecord& lock);
 
 // Whether `lock` is held by one of the runs of `groups` (enclosing_job_cgroups()): taken by `run`, this
 // boot (the boot id: the same kernel, whatever the namespaces), with that pid and start. No host or PID

@@ -403,6 +403,40 @@ own_command_in_a_namespace() {
   assert_free "$name"
 }
 
+# Red team 9, F1: in a cgroup namespace the job's group is searched for through the cgroup2 mount, at most
+# 20,000 groups; a job that first made more groups than that (and moved into the one searched last) released
+# its run's lock and another host ran beside it (2.0 s, 3 of 3). A search that stops at its bound proves
+# nothing: the release of a run's lock of this boot is refused (64, saying why); a lock taken by `acquire`
+# is still released (0).
+own_command_in_a_cgroup_namespace_past_the_bound() {
+  local name
+  ((EUID == 0)) && unshare -C -p -f --mount-proc true 2>/dev/null || skip "unshare -C needs root here"
+  name=$(lock_name)
+  expect_exit 0 -- ml run "$name" --ttl 60s -- sh -c '
+    grep -q "^0::.*/mongolock-job-" /proc/self/cgroup || { echo none >"$1/cg"; exit 0; }
+    root=$(awk "\$(NF-2)==\"cgroup2\" && \$4==\"/\" {print \$5; exit}" /proc/self/mountinfo)
+    dir=$root$(sed -n "s/^0:://p" /proc/self/cgroup)
+    last=$(python3 -c "
+import os, sys
+d = sys.argv[1]
+for i in range(20100): os.mkdir(f\"{d}/g{i}\")
+print(next(e for e in os.listdir(d) if e.startswith(\"g\")))" "$dir") || exit 9
+    echo $$ >"$dir/$last/cgroup.procs" || exit 9
+    export N="$MONGOLOCK_NAME" TOK="$MONGOLOCK_TOKEN" B="$MONGOLOCK_BIN"
+    other=$("$B" acquire "$N-other" --ttl 1m) || exit 9
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      unshare -C -p -f --mount-proc "$B" release "$N" --token "$TOK" 2>"$1/cgns.err"; echo $? >"$1/cgns"
+    env -i PATH="$PATH" MONGOLOCK_URI="$MONGOLOCK_URI" MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" \
+      unshare -C -p -f --mount-proc "$B" release "$N-other" --token "$other" 2>"$1/other.err"; echo $? >"$1/other"
+    "$B" status "$N" >/dev/null; echo $? >"$1/held"' _ "$T"
+  [[ $(cat "$T/cg" 2>/dev/null) != none ]] || skip "the run made no cgroup for its job here (no writable cgroup2)"
+  assert_eq "$(cat "$T/cgns") $(cat "$T/held")" "64 0" "release through unshare -C -p past 20,000 groups; status"
+  assert_contains "$T/cgns.err" "the search for its cgroup stopped after 20,000 groups"
+  assert_eq "$(cat "$T/other")" "0" "release of a lock taken by acquire, through the same namespace"
+  assert_free "$name"
+  assert_free "$name-other"
+}
+
 # A `renew --ttl` shorter than a run's TTL is refused whoever sends it (red team 8 F1: an operator's `renew
 # --process HOLDER --ttl 1s` from outside the run set the lease on the server to 1 s while the run counted
 # 30 s from its own renewal; another host took the lock and ran beside the job). The lease on the server
@@ -456,6 +490,7 @@ run_case "mongolock stopped, --on-lost ignore: the job runs on" mongolock_stoppe
 run_case "mongolock killed: its guardian kills the job at once" mongolock_killed_job_dies
 run_case "the run's own command cannot release its lock or shorten its lease (64)" own_command_cannot_free_its_lock
 run_case "... nor through a PID, mount, UTS or cgroup namespace (the job's cgroup says so; 64)" own_command_in_a_namespace
+run_case "... nor through a cgroup namespace past the search's 20,000 groups (unproven: 64)" own_command_in_a_cgroup_namespace_past_the_bound
 run_case "renew --ttl shorter than a run's TTL from outside the run: 64, the lease unchanged" shorter_ttl_refused_from_outside
 run_case "job ends within its lease while mongolock is stopped: exit 0, lock released" job_ended_while_stopped free
 run_case "job ends within its lease while mongolock is stopped, lock taken over meanwhile: exit 76" job_ended_while_stopped taken
