@@ -522,7 +522,8 @@ mongoc_server_description_t* MongoStore::Impl::select_primary(bson_error_t& erro
     const auto now = LeaseClock::now();
     if (now + Millis(500) >= until) {
       failed = true;
-      throw unavailable_error(fmt::format("no primary at {} within {} (members: {}): a replica-set election, or the "
+      // Transient: a waiter waits on through a longer election (red team 9, F2); any other call exits 69.
+      throw unreachable_error(fmt::format("no primary at {} within {} (members: {}): a replica-set election, or the "
                                           "set lost its majority; retry, or give --connect-timeout longer than "
                                           "the election",
                                           redact_uri(config.uri),

@@ -393,6 +393,32 @@ queue_ticket_errors() {
   rule_fired "insert on .*_queue: error 91"
 }
 
+# Red team 9, F2: queued waiters gave up (69) when the server answered a failover's errors (a stepping-down
+# primary's ShutdownInProgress for 2.5 s: 8 of 8 waiters; an election's NotWritablePrimary and "no primary"
+# for 3-9 s: 4-7 of 8), though a waiter waits on through a failover as through a silent outage. Now both wait
+# on while their --wait lasts, and each runs its command once the holder releases.
+waiters_ride_out_failover_errors() {
+  local name w
+  name=$(lock_name)
+  server_start
+  failproxy_start
+  expect_exit 0 -- ml --uri "$SERVER_URI" acquire "$name" --process host-z:4 --ttl 60s
+  for w in 1 2; do
+    start_bg "w$w" ml --uri "$FP_URI" run "$name" --wait 60s -- true
+    eval "pid_w$w=\$BG_PID"
+    wait_until 15 eval '(( $(python3 "$ITEST_DIR/mongo.py" tickets "$name" | wc -l) >= '"$w"' ))'
+  done
+  proxy fail '*' for 2500 error 91
+  sleep 3.5
+  proxy secondary 3000
+  sleep 4
+  expect_exit 0 -- ml --uri "$SERVER_URI" release "$name" --process host-z:4
+  expect_bg_exit 0 "$pid_w1" w1 40
+  expect_bg_exit 0 "$pid_w2" w2 40
+  rule_fired "error 91"
+  assert_free "$name"
+}
+
 run_case "failproxy presents the server as replica set rs0: acquire, status, release, run" replica_set_discovered
 run_case "silent failover of 8 s at a renewal, default TTL: the job runs on" silent_failover_default_ttl
 run_case "silent failover longer than the TTL's margin: job stopped in time, 76, no overlap" silent_failover_too_long
@@ -409,4 +435,5 @@ run_case "acquire, reply lost, clean-up failed: the same caller's retry is told 
 run_case "acquire, reply lost, clean-up failed: the same caller's retry takes its own orphan over" acquire_own_orphan_taken_over
 run_case "run: acquire, release and history write under election errors" run_under_faults
 run_case "acquire --wait: the queue ticket's insert under election errors and a writeConcernError" queue_ticket_errors
+run_case "run --wait: queued waiters wait on through a failover's error answers (91 for 2.5 s, an election of 3 s)" waiters_ride_out_failover_errors
 finish

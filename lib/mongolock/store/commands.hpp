@@ -124,12 +124,16 @@ void tickets_filter(const std::vector<std::string>& names, bson_t* out);
 
 // --- run history (store/runs.cpp) ---------------------------------------------------------------------
 
+// Whether the server answered `error` (domain SERVER or QUERY) with one of the codes of a primary that is
+// stepping down, shutting down or being elected: the retryable writes spec's list (HostUnreachable 6,
+// HostNotFound 7, NetworkTimeout 89, ShutdownInProgress 91, PrimarySteppedDown 189, ExceededTimeLimit 262,
+// SocketException 9001, NotWritablePrimary 10107, InterruptedAtShutdown 11600, InterruptedDueToReplStateChange
+// 11602, NotPrimaryNoSecondaryOk 13435, NotPrimaryOrSecondary 13436). Nothing of the command was applied.
+[[nodiscard]] bool server_in_transition(const bson_error_t& error);
+
 // Whether a history insert refused with `error` is sent again (red team 7, F5): the server answered (domain
-// SERVER or QUERY), nothing was written, and the refusal is a passing one: sqlite_locked() or an election's (the
-// retryable writes spec's codes: HostUnreachable 6, HostNotFound 7, NetworkTimeout 89, ShutdownInProgress 91,
-// PrimarySteppedDown 189, ExceededTimeLimit 262, SocketException 9001, NotWritablePrimary 10107,
-// InterruptedAtShutdown 11600, InterruptedDueToReplStateChange 11602, NotPrimaryNoSecondaryOk 13435,
-// NotPrimaryOrSecondary 13436).
+// SERVER or QUERY), nothing was written, and the refusal is a passing one: sqlite_locked() or an election's
+// (server_in_transition()).
 [[nodiscard]] bool history_insert_retryable(const bson_error_t& error);
 // Whether an insert's `reply` has writeErrors and all of them are duplicate keys (11000) of _id (the errmsg
 // names "_id"): a retry met the records an earlier copy of the same insert wrote (their _ids are the client's),

@@ -140,11 +140,15 @@ void append_newest_first(bson_t* opts) { append_sort(opts, {{"ended_at", -1}, {"
 
 } // namespace
 
-bool store::history_insert_retryable(const bson_error_t& error) {
+bool store::server_in_transition(const bson_error_t& error) {
   if (error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) return false;
-  if (sqlite_locked(error.message)) return true;
   constexpr std::uint32_t codes[] = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436};
   return std::find(std::begin(codes), std::end(codes), error.code) != std::end(codes);
+}
+
+bool store::history_insert_retryable(const bson_error_t& error) {
+  if (error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) return false;
+  return sqlite_locked(error.message) || server_in_transition(error);
 }
 
 bool store::only_duplicate_ids(const bson_t* reply) {
