@@ -569,7 +569,7 @@ pid_t fork_command(const JobCgroup* cgroup, bool& in_cgroup) {
   return fork();
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) // ASan does not follow a stack switch it did not make
 // clone3 for a child that runs `entry(arg)` on the stack that `args` gives it and never returns to the
 // caller's code: the child leaves by exec or _exit, or by the exit system call with entry's value. Needed
 // because a child on a new stack cannot return from syscall() (its caller's frames are not there). The
@@ -627,7 +627,7 @@ private:
   std::size_t m_size = 0;
 };
 
-// Starts the command's process running `entry(arg)`, which execs or _exits. Where it can (x86-64, Linux
+// Starts the command's process running `entry(arg)`, which execs or _exits. Where it can (x86-64 without ASan, Linux
 // 5.3+), the process shares the guardian's memory until its exec, on a stack of its own, and the guardian
 // waits meanwhile (CLONE_VM | CLONE_VFORK, as glibc's posix_spawn does): no copy of the address space to
 // make and, at the exec, to tear down (issue 30). In the job's cgroup where there is one (CLONE_INTO_CGROUP,
@@ -636,7 +636,7 @@ private:
 pid_t start_command(const JobCgroup* cgroup, const CommandStack& stack, int (*entry)(void*), void* arg,
                     bool& in_cgroup) {
   in_cgroup = false;
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) // ASan does not follow a stack switch it did not make
   if (stack.base() != nullptr) {
     const bool into = cgroup != nullptr && cgroup->valid();
     for (const bool with_cgroup : {into, false}) {
