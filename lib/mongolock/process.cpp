@@ -633,7 +633,7 @@ private:
 // make and, at the exec, to tear down (issue 30). In the job's cgroup where there is one (CLONE_INTO_CGROUP,
 // Linux 5.7+: the process never runs outside it). Else fork_command(). `in_cgroup` says whether it is in
 // the cgroup. Returns the pid, or -1 (errno) when no process could be made. Only system calls after fork.
-pid_t start_command(const JobCgroup* cgroup, const CommandStack& stack, int (*entry)(void*), void* arg,
+pid_t start_command(const JobCgroup* cgroup, [[maybe_unused]] const CommandStack& stack, int (*entry)(void*), void* arg,
                     bool& in_cgroup) {
   in_cgroup = false;
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) // ASan does not follow a stack switch it did not make
