@@ -416,8 +416,9 @@ bool Waiter::pause_after(const Error& error, const Sleeper& sleep) {
   if (!m_forever) pause = std::min(pause, std::chrono::ceil<Millis>(m_deadline - now));
   m_feed.reset();                      // its connection is gone: follow anew once the server answers
   if (m_queue) m_queue->unreachable(); // a ticket that lapsed meanwhile takes its old place again (F4)
-  m_log.debugf("the server could not serve the wait ({}); trying again in {}, while the wait lasts", error.what(),
-               format_duration(pause));
+  m_log.debugf("the server did not answer, or answered that it cannot serve now ({}); trying again in {}, while "
+               "the wait lasts",
+               error.what(), format_duration(pause));
   if (!sleep(pause)) m_state = State::interrupted;
   return true;
 }
