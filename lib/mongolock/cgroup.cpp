@@ -99,13 +99,17 @@ std::optional<std::string> hidden_cgroup_named(std::string_view prefix, bool* co
     std::string match; // the first group named `prefix`... on the way here; "" while none
   };
   std::vector<Dir> todo{{"", ""}};
+  bool unread = false;
   for (int budget = 20'000; !todo.empty() && budget > 0; --budget) {
     auto dir = std::move(todo.back());
     todo.pop_back();
     const auto full = *mount + dir.path;
     if (!dir.match.empty() && lists_member(full, self)) return dir.path;
     DIR* d = opendir(full.empty() ? "/" : full.c_str());
-    if (d == nullptr) continue;
+    if (d == nullptr) {
+      unread = unread || errno != ENOENT; // gone meanwhile: nothing below; unreadable: it may hide the caller
+      continue;
+    }
     while (const dirent* entry = readdir(d)) {
       const std::string_view name = entry->d_name;
       if (entry->d_type != DT_DIR || name == "." || name == "..") continue;
@@ -115,7 +119,7 @@ std::optional<std::string> hidden_cgroup_named(std::string_view prefix, bool* co
     }
     closedir(d);
   }
-  if (complete != nullptr) *complete = todo.empty(); // the budget ran out before the walk did
+  if (complete != nullptr) *complete = todo.empty() && !unread; // the budget ran out, or a group was unreadable
   return std::nullopt;
 }
 

@@ -26,8 +26,9 @@ namespace mongolock {
 // lists the members as this process's PID namespace numbers them, so a new PID namespace hides nothing.
 // nullopt where every cgroup2 mount has root "/" (the path of /proc/self/cgroup is then whole), where
 // none is found, or after 20,000 directories (a bound on a host with very many groups). Red team 8, F3.
-// `complete`, when given, is set false only when the walk stopped at that bound with directories left: then
-// nullopt proves nothing (red team 9, F1: a job that makes 20,000 groups first). Never throws.
+// `complete`, when given, is set false when the walk stopped at that bound with directories left, or could
+// not read a group's directory (EACCES: what is below it is unknown): then nullopt proves nothing (red team
+// 9, F1: a job that makes 20,000 groups first). Never throws.
 [[nodiscard]] std::optional<std::string> hidden_cgroup_named(std::string_view prefix, bool* complete = nullptr);
 
 // What cgroup.events says of group directory `dir`.

@@ -669,8 +669,8 @@ template <typename Exec> struct CommandEntry {
 };
 
 // The command's process from its start to its exec: never returns (exec, or _exit with the exec's errno
-// written to the exec pipe). System calls only, and no writes to memory but its own stack's: it may share
-// the guardian's memory.
+// written to the exec pipe). System calls only, and no writes to memory but its own stack and errno (the
+// guardian's, which it does not read until its own next call): it may share the guardian's memory.
 template <typename Exec> int command_entry(void* arg) {
   const auto& entry = *static_cast<const CommandEntry<Exec>*>(arg);
   prctl(PR_SET_CHILD_SUBREAPER, 0);
