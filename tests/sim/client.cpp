@@ -197,8 +197,13 @@ void Client::wait_in_queue() {
       return;
     }
   } catch (const mongolock::Error& e) {
+    const bool failover = std::string_view(e.what()).find(k_failover_answer) != std::string_view::npos;
     if (pause_after(e)) return;
     m_world.note(fmt::format("{} waiting for {}: error: {}; exits", m_tag, wanted(), e.what()));
+    const auto left = std::chrono::floor<Millis>(m_want_until - m_world.now());
+    if (failover && m_waiter->state() != mongolock::Waiter::State::start && left > Millis(100)) {
+      m_world.waiter_gave_up_in_election(*this, e.what(), left);
+    }
     m_head_since.reset();
     m_waiter.reset(); // run exits 69; its tickets are deleted on the way out
     idle_for(m_world.rng().millis(Millis(0), m_world.config().timing.ttl));

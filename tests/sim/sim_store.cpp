@@ -262,6 +262,17 @@ Error SimStore::network_error(const char* what, std::string_view text, Fails fai
                m_world.config().plant == Plant::unknown_transient);
 }
 
+// A failover's error answer, as MongoStore makes it of the driver's error (store::transient_failure() decides
+// whether it is transient: Impl::fail()); its text names it (k_failover_answer) for the client's invariant.
+Error SimStore::election_answer(const char* what) {
+  constexpr std::uint32_t codes[] = {91, 189, 10107, 11602, 13435, 13436};
+  bson_error_t error{};
+  error.domain = MONGOC_ERROR_SERVER;
+  error.code = codes[m_client.rng().range(0, static_cast<int>(std::size(codes)) - 1)];
+  return Error(mongolock::k_exit_unavailable, fmt::format("{}: {} {})", what, k_failover_answer, error.code),
+               mongolock::store::transient_failure(error));
+}
+
 // The operator's write sent twice (a retried write's copy, a script's second run): the copy lands up to several
 // seconds after the first, unanswered.
 template <typename T> void SimStore::duplicate(const char* what, const std::function<T()>& op, LocalTime arrives) {
@@ -283,6 +294,10 @@ template <typename T> T SimStore::call(const char* what, std::function<T()> op, 
   const auto network = [&](std::string_view text) { return network_error(what, text, fails); };
   if (m_world.outage()) {
     m_client.fault(m_world.outage_end());
+    if (m_world.election()) {
+      wait_until(std::min(limit, start + rtt));
+      throw election_answer(what);
+    }
     wait_until(std::min(limit, start + k_connect_timeout));
     throw network("server unreachable (server selection failed)");
   }

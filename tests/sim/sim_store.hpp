@@ -14,6 +14,9 @@
 
 namespace sim {
 
+// The words of a failover's error answer (SimStore::election_answer(), World::election()) in its Error's text.
+inline constexpr std::string_view k_failover_answer = "not primary (error";
+
 class SimStore final : public mongolock::LockStore, public mongolock::RunStore {
 public:
   SimStore(World& world, Client& client);
@@ -81,6 +84,8 @@ private:
   };
   [[nodiscard]] Rates rates() const;
   [[nodiscard]] mongolock::Error network_error(const char* what, std::string_view text, Fails fails) const;
+  // World::election(): the server answered `what` with a failover's error code; nothing was applied.
+  [[nodiscard]] mongolock::Error election_answer(const char* what);
   template <typename T> void duplicate(const char* what, const std::function<T()>& op, LocalTime arrives);
   // The operator's command for World::operator_write(), as its write was sent (nullopt for a run's writes).
   [[nodiscard]] std::optional<OperatorCommand> command() const;

@@ -502,8 +502,11 @@ void World::chaos() {
     const auto d = m_rng.millis(Millis(100), ttl);
     m_outage_until = std::max(m_outage_until, m_now + d);
     global_fault(m_outage_until);
-    note(fmt::format("chaos: server unreachable for {} ms", d.count()));
-    count("outages");
+    // Half of them a failover: the server answers, with an election's errors (election()).
+    m_election = m_rng.chance(0.5);
+    note(fmt::format("chaos: {} for {} ms", m_election ? "failover (answers: not primary)" : "server unreachable",
+                     d.count()));
+    count(m_election ? "failovers" : "outages");
   }
 }
 
@@ -1024,6 +1027,13 @@ void World::ticket_rejoined(const Client& client, const std::string& name) {
   if (last_fault(client) >= m_now - window || !m_pending.empty()) return;
   m_pending = fmt::format("c{}'s ticket of '{}' lapsed (it joins the queue again) although nothing was wrong since {}",
                           client.id(), name, fmt_time(m_now - window));
+}
+
+void World::waiter_gave_up_in_election(const Client& client, const std::string& error, Millis left) {
+  count("waiters that gave up in a failover");
+  if (!m_pending.empty()) return;
+  m_pending = fmt::format("c{}, queued, gave up its wait with {} ms of it left on a failover's error answer: {}",
+                          client.id(), left.count(), error);
 }
 
 } // namespace sim

@@ -227,6 +227,10 @@ public:
   [[nodiscard]] const Config& config() const { return m_config; }
   [[nodiscard]] mongolock::MemoryStore& server() { return m_server; }
   [[nodiscard]] bool outage() const { return m_now < m_outage_until; }
+  // The outage now is a failover: the server answers every call at once with an error of a primary stepping down
+  // or being elected (NotWritablePrimary and the other codes of store::server_in_transition()), applying nothing,
+  // instead of not answering at all.
+  [[nodiscard]] bool election() const { return outage() && m_election; }
   // The shared host of a same-host schedule (Config::same_host); nullptr otherwise.
   [[nodiscard]] Host* host() { return m_host.get(); }
   [[nodiscard]] const Client& client(int id) const { return *m_clients.at(static_cast<std::size_t>(id - 1)); }
@@ -291,6 +295,9 @@ public:
   // `client`, waiting in the queue, joins the queue of `name` again (its ticket lapsed or was lost): a violation
   // unless a fault touched it within the longest ticket lease (far_ticket_lease) + answer limit + 1 s.
   void ticket_rejoined(const Client& client, const std::string& name);
+  // `client`, queued (run --wait), gave up its wait with `left` of it to go on an error that a failover answered
+  // (World::election()): a violation (man: a queued waiter waits on through a failover's errors; red team 9, F2).
+  void waiter_gave_up_in_election(const Client& client, const std::string& error, Millis left);
   // A write of the operator's `command` applied to `before` (`after`: the document written; nullopt: deleted). A
   // violation when the command does not name it (by _id, token or holder). A release, or a renewal that shortens
   // the acquisition the operator named, is deliberate (as `break --force`): its holder is exempt until a renewal
@@ -375,6 +382,7 @@ private:
   std::uint64_t m_op_seq = 0;
   LocalTime m_chaos_at = LocalTime::max();
   LocalTime m_outage_until{};
+  bool m_election = false; // the latest outage is a failover's (election())
   std::map<std::string, LocalTime> m_broken; // _id of lock documents removed by `break`: when
   std::map<std::string, std::int64_t> m_last_fence;
   struct Hold {

@@ -130,6 +130,11 @@ void tickets_filter(const std::vector<std::string>& names, bson_t* out);
 // SocketException 9001, NotWritablePrimary 10107, InterruptedAtShutdown 11600, InterruptedDueToReplStateChange
 // 11602, NotPrimaryNoSecondaryOk 13435, NotPrimaryOrSecondary 13436). Nothing of the command was applied.
 [[nodiscard]] bool server_in_transition(const bson_error_t& error);
+// Whether a call that failed with `error`, known not to have been applied, may be sent again: a network error
+// (domain STREAM), a failed server selection, or a failover's error answer (server_in_transition(): red team 9,
+// F2). MongoStore's failures of reads and of unapplied writes are transient (Error::transient()) by this rule,
+// and so are the simulator's (tests/sim: SimStore's election), so that a waiter rides them out.
+[[nodiscard]] bool transient_failure(const bson_error_t& error);
 
 // Whether a history insert refused with `error` is sent again (red team 7, F5): the server answered (domain
 // SERVER or QUERY), nothing was written, and the refusal is a passing one: sqlite_locked() or an election's

@@ -142,16 +142,13 @@ struct MongoStore::Impl {
 
   // Throws Error (69) "<what> on <namespace> failed: <driver text>"; `suffix` names a side collection
   // ("_queue", "_runs", ...: "<db>.<collection><suffix>"), events_suffix the wake-up events' collection.
-  // A network error, a failed server selection or a failover's error answer (store::server_in_transition():
-  // red team 9, F2) is transient (Error::transient()): fail() is for reads and for writes known not to have
-  // been applied (fail_write() sends the others' "outcome unknown").
+  // store::transient_failure() errors (a network error, a failed server selection, a failover's error answer: red
+  // team 9, F2) are transient (Error::transient()): fail() is for reads and for writes known not to have been
+  // applied (fail_write() sends the others' "outcome unknown").
   [[noreturn]] void fail(std::string_view what, const bson_error_t& error, std::string_view suffix = {}) const {
     failed = true;
     auto message = fmt::format("{} on {} failed: {}{}", what, where(suffix), driver_text(error), hint_suffix(error));
-    if (error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_SERVER_SELECTION ||
-        store::server_in_transition(error)) {
-      throw unreachable_error(message);
-    }
+    if (store::transient_failure(error)) throw unreachable_error(message);
     throw unavailable_error(message);
   }
   // "<db>.<collection><suffix>", or the wake-up events' collection.

@@ -146,6 +146,11 @@ bool store::server_in_transition(const bson_error_t& error) {
   return std::find(std::begin(codes), std::end(codes), error.code) != std::end(codes);
 }
 
+bool store::transient_failure(const bson_error_t& error) {
+  return error.domain == MONGOC_ERROR_STREAM || error.domain == MONGOC_ERROR_SERVER_SELECTION ||
+         server_in_transition(error);
+}
+
 bool store::history_insert_retryable(const bson_error_t& error) {
   if (error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) return false;
   return sqlite_locked(error.message) || server_in_transition(error);
