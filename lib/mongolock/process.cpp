@@ -352,6 +352,8 @@ constexpr std::int64_t k_never = GuardianDeadline::k_never;
 // Runs in the forked child only (system calls only); never returns.
 // Sent on the exec pipe instead of an errno when ChildSpec::start_by had passed: nothing was started.
 constexpr int k_start_by_passed = -1;
+// ... or that the command's process could not move itself into the job's cgroup (command_entry()).
+constexpr int k_cgroup_join_failed = -2;
 
 // In a forked process: when `start_by` (CLOCK_BOOTTIME ns) has passed, reports it on `exec_pipe` and exits.
 void exit_if_too_late(std::int64_t start_by, int exec_pipe) {
@@ -550,23 +552,36 @@ void record_job_group(int fd, pid_t pgid, const char* cgroup) {
 
 namespace {
 
-// Forks the command's process: into the job's cgroup when there is one (clone3 CLONE_INTO_CGROUP, Linux 5.7+:
-// the process never runs outside it), else (or when that fails) a plain fork(). `in_cgroup` says which.
+// Forks the command's process: into the job's cgroup `cgroup_dir` (a directory fd; -1: none) with clone3
+// CLONE_INTO_CGROUP (Linux 5.7+: the process never runs outside it), else (or when that fails: ENOSYS before
+// Linux 5.3 or under a seccomp filter, EINVAL before 5.7) a plain fork(), after which the process moves itself
+// into the group before its exec: `join_fd` is set to what command_entry() joins (-1: nothing, it started
+// there) before the process exists (red team 10, F1: it ran outside the group mongolock counted on).
 // The child of clone3 runs system calls only (as after fork(); glibc's fork handlers do not run).
-pid_t fork_command(const JobCgroup* cgroup, bool& in_cgroup) {
-  in_cgroup = false;
-  if (cgroup != nullptr && cgroup->valid()) {
+pid_t fork_command(int cgroup_dir, int& join_fd) {
+  if (cgroup_dir >= 0) {
+    join_fd = -1;
     clone_args args{};
     args.flags = CLONE_INTO_CGROUP;
     args.exit_signal = SIGCHLD;
-    args.cgroup = static_cast<std::uint64_t>(cgroup->dir_fd());
+    args.cgroup = static_cast<std::uint64_t>(cgroup_dir);
     const long pid = syscall(SYS_clone3, &args, sizeof args);
-    if (pid >= 0) {
-      in_cgroup = true;
-      return static_cast<pid_t>(pid);
-    }
+    if (pid >= 0) return static_cast<pid_t>(pid);
   }
+  join_fd = cgroup_dir;
   return fork();
+}
+
+// The command's process moves itself into the job's cgroup (its directory fd), as the kernel's cgroup2
+// interface allows: "0" written to the group's cgroup.procs. False (errno set) when it could not.
+bool join_cgroup(int cgroup_dir) {
+  const int fd = openat(cgroup_dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool joined = write(fd, "0", 1) == 1;
+  const int err = errno;
+  close(fd);
+  errno = err;
+  return joined;
 }
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) // ASan does not follow a stack switch it did not make
@@ -631,31 +646,31 @@ private:
 // 5.3+), the process shares the guardian's memory until its exec, on a stack of its own, and the guardian
 // waits meanwhile (CLONE_VM | CLONE_VFORK, as glibc's posix_spawn does): no copy of the address space to
 // make and, at the exec, to tear down (issue 30). In the job's cgroup where there is one (CLONE_INTO_CGROUP,
-// Linux 5.7+: the process never runs outside it). Else fork_command(). `in_cgroup` says whether it is in
-// the cgroup. Returns the pid, or -1 (errno) when no process could be made. Only system calls after fork.
+// Linux 5.7+: the process never runs outside it). Else fork_command(). Where it starts outside the job's
+// cgroup (there is one, but CLONE_INTO_CGROUP was refused), `join_fd` is set to the group's directory fd before
+// the process exists, and the process moves itself in before its exec (command_entry(); -1 otherwise): with
+// a cgroup, the command runs in it or not at all. Returns the pid, or -1 (errno) when no process could be
+// made. Only system calls after fork.
 pid_t start_command(const JobCgroup* cgroup, [[maybe_unused]] const CommandStack& stack, int (*entry)(void*), void* arg,
-                    bool& in_cgroup) {
-  in_cgroup = false;
+                    int& join_fd) {
+  const int cgroup_dir = cgroup != nullptr && cgroup->valid() ? cgroup->dir_fd() : -1;
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) // ASan does not follow a stack switch it did not make
   if (stack.base() != nullptr) {
-    const bool into = cgroup != nullptr && cgroup->valid();
-    for (const bool with_cgroup : {into, false}) {
+    for (const bool with_cgroup : {cgroup_dir >= 0, false}) {
+      join_fd = with_cgroup ? -1 : cgroup_dir;
       clone_args args{};
       args.flags = CLONE_VM | CLONE_VFORK | (with_cgroup ? CLONE_INTO_CGROUP : 0);
       args.exit_signal = SIGCHLD;
       args.stack = reinterpret_cast<std::uint64_t>(stack.base());
       args.stack_size = stack.size();
-      if (with_cgroup) args.cgroup = static_cast<std::uint64_t>(cgroup->dir_fd());
+      if (with_cgroup) args.cgroup = static_cast<std::uint64_t>(cgroup_dir);
       const long pid = clone3_on_own_stack(&args, entry, arg);
-      if (pid > 0) {
-        in_cgroup = with_cgroup;
-        return static_cast<pid_t>(pid);
-      }
+      if (pid > 0) return static_cast<pid_t>(pid);
       if (!with_cgroup) break; // ENOSYS (before Linux 5.3) or refused: fork below
     }
   }
 #endif
-  const pid_t pid = fork_command(cgroup, in_cgroup);
+  const pid_t pid = fork_command(cgroup_dir, join_fd);
   if (pid == 0) _exit(entry(arg));
   return pid;
 }
@@ -666,6 +681,7 @@ template <typename Exec> struct CommandEntry {
   int exec_pipe = -1;
   std::int64_t start_by = 0;
   pid_t guardian = 0;
+  int join_cgroup = -1; // start_command()'s join_fd: the job's cgroup to move into before the exec, or -1
 };
 
 // The command's process from its start to its exec: never returns (exec, or _exit with the exec's errno
@@ -676,6 +692,11 @@ template <typename Exec> int command_entry(void* arg) {
   prctl(PR_SET_CHILD_SUBREAPER, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != entry.guardian) _exit(128 + SIGKILL);
+  if (entry.join_cgroup >= 0 && !join_cgroup(entry.join_cgroup)) {
+    const int failed = k_cgroup_join_failed; // never run outside the group mongolock counts on
+    [[maybe_unused]] const auto n = write(entry.exec_pipe, &failed, sizeof failed);
+    _exit(126);
+  }
   exit_if_too_late(entry.start_by, entry.exec_pipe); // the last moment before the job exists
   (*entry.exec)();
   const int err = errno;
@@ -693,16 +714,18 @@ template <typename Exec>
   const pid_t guardian = getpid();
   exit_if_too_late(start_by, exec_pipe);                // the lease ended before the job could start: never start it
   record_job_group(setup.holder_fd, guardian, nullptr); // before the job exists: the group it starts in (ours)
-  bool in_cgroup = false;
   CommandEntry<Exec> entry{.exec = &exec, .exec_pipe = exec_pipe, .start_by = start_by, .guardian = guardian};
   pid_t command = -1;
   {
     const CommandStack stack(argc);
-    command = start_command(setup.cgroup, stack, command_entry<Exec>, &entry, in_cgroup);
+    command = start_command(setup.cgroup, stack, command_entry<Exec>, &entry, entry.join_cgroup);
   }
   close(exec_pipe); // mongolock sees end-of-file once the command has exec'd (the pipe is close-on-exec)
   if (command < 0) _exit(126);
-  if (in_cgroup) record_job_group(setup.holder_fd, guardian, setup.cgroup->path().c_str());
+  // In its cgroup where there is one: started there, or it moves itself in before its exec (or never execs).
+  if (setup.cgroup != nullptr && setup.cgroup->valid()) {
+    record_job_group(setup.holder_fd, guardian, setup.cgroup->path().c_str());
+  }
   const int signals = signalfd(-1, &waited, SFD_NONBLOCK | SFD_CLOEXEC);
   const int timer = timerfd_create(CLOCK_BOOTTIME, TFD_NONBLOCK | TFD_CLOEXEC);
   if (signals < 0 || timer < 0) kill_descendants_and_exit(guardian, setup.control, setup.cgroup);
@@ -750,6 +773,12 @@ Error exec_failure(const std::string& name, int exec_errno) {
                                                 "(mongolock or its guardian was stopped or starved of CPU); "
                                                 "the command was not started",
                                                 name));
+  }
+  if (exec_errno == k_cgroup_join_failed) {
+    return Error(k_exit_cannot_execute,
+                 fmt::format("cannot start '{}' in the job's own cgroup: the kernel refused clone3 into it and the "
+                             "move into it (cgroup.procs) failed; the command was not started",
+                             name));
   }
   if (exec_errno == ENOENT || exec_errno == ENOTDIR) {
     return Error(k_exit_not_found,

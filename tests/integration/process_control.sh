@@ -21,12 +21,13 @@ use_cgroup() {
 }
 
 # start_holder NAME SCRIPT [ARGS...]: `run -v NAME --ttl ${TTL:-30s} $HOLDER_OPTIONS -- sh -c SCRIPT _ ARGS...` in the
-# background; the script writes its pid to $T/job first. Sets RUN_PID, JOB_PID, GUARDIAN_PID.
+# background (under the command in the array HOLDER_PREFIX, if set, which execs it); the script writes its pid
+# to $T/job first. Sets RUN_PID, JOB_PID, GUARDIAN_PID.
 start_holder() {
   local name=$1 script=$2
   shift 2
   rm -f "$T/job"
-  start_bg h "$MONGOLOCK_BIN" run -v "$name" --ttl "${TTL:-30s}" ${HOLDER_OPTIONS:-} -- sh -c "echo \$\$ >$T/job.tmp; mv $T/job.tmp $T/job; $script" _ "$@"
+  start_bg h "${HOLDER_PREFIX[@]}" "$MONGOLOCK_BIN" run -v "$name" --ttl "${TTL:-30s}" ${HOLDER_OPTIONS:-} -- sh -c "echo \$\$ >$T/job.tmp; mv $T/job.tmp $T/job; $script" _ "$@"
   RUN_PID=$BG_PID
   wait_file 10 "$T/job"
   JOB_PID=$(cat "$T/job")
@@ -304,6 +305,31 @@ job_cgroup_lifecycle() {
   [[ ! -e $group ]] || fail "the job's cgroup $group was left"
 }
 
+
+# clone3 refused (a seccomp filter: ENOSYS as on Docker's profile or a kernel before 5.3, EPERM as on older
+# Docker): mongolock starts the job with fork, and the job moves itself into its group before its exec. The job
+# and a setsid part of it are in the group; with the guardian SIGKILLed, mongolock kills that part through the
+# group before it releases. Fails before the fix (red team 10, F1): the job ran outside the group mongolock
+# counted on (its /proc/PID/cgroup "/"), and the setsid part ran on after the release, beside the next holder.
+job_cgroup_without_clone3() {
+  local errno=$1 name group worker
+  local -a HOLDER_PREFIX=(python3 "$ITEST_DIR/noclone3.py" "$errno") # seen by start_holder
+  use_cgroup on
+  name=$(lock_name)
+  start_holder "$name" \
+    'setsid sh -c "trap \"\" TERM; echo \$\$ >$1; exec sleep 300" & exec sleep 300' "$T/worker"
+  wait_file 10 "$T/worker"
+  worker=$(cat "$T/worker")
+  track "$worker"
+  group=$(sed -n 's/.*; its cgroup \(\/.*\))$/\1/p' "$T/h.err")
+  [[ -n $group && -d $group ]] || fail_with "no cgroup named in -v" stderr "$T/h.err"
+  grep -qx "$JOB_PID" "$group/cgroup.procs" || fail "the job (pid $JOB_PID) is not in $group: $(cat "/proc/$JOB_PID/cgroup")"
+  grep -qx "$worker" "$group/cgroup.procs" || fail "the setsid worker (pid $worker) is not in $group"
+  kill -KILL "$GUARDIAN_PID"
+  expect_bg_exit 137 "$RUN_PID" h 30
+  pid_alive "$worker" && fail_with "the setsid worker (pid $worker) outlived the release" stderr "$T/h.err"
+  assert_free "$name"
+}
 
 # mongolock killed (-9) while its job runs in its own cgroup: the guardian stops the job, releases the lock
 # and also removes the job's now empty group (red team of issue 26, X12c: every such run left an empty

@@ -12,4 +12,8 @@ run_case "zombie leader with a live thread, cgroup: no instant takeover until it
 run_case "a setsid worker outlives mongolock and the group, cgroup: no instant takeover (item 2)" setsid_worker_blocks_takeover on
 run_case "another namespace's /proc, cgroup: the job ignoring SIGTERM is killed at --timeout (item 4)" foreign_proc_kill on
 run_case "mongolock killed, cgroup: the guardian removes the job's empty group (X12c)" killed_run_leaves_no_cgroup
+run_case "clone3 refused (ENOSYS), cgroup: the job moves itself into its group; its setsid part dies with the guardian" \
+  job_cgroup_without_clone3 38
+run_case "clone3 refused (EPERM), cgroup: the job moves itself into its group; its setsid part dies with the guardian" \
+  job_cgroup_without_clone3 1
 finish
