@@ -354,6 +354,8 @@ constexpr std::int64_t k_never = GuardianDeadline::k_never;
 constexpr int k_start_by_passed = -1;
 // ... or that the command's process could not move itself into the job's cgroup (command_entry()).
 constexpr int k_cgroup_join_failed = -2;
+// Not sent: Child::spawn()'s own verdict when start_by passed with neither the exec nor a report (wait_for_exec()).
+constexpr int k_start_stalled = -3;
 
 // In a forked process: when `start_by` (CLOCK_BOOTTIME ns) has passed, reports it on `exec_pipe` and exits.
 void exit_if_too_late(std::int64_t start_by, int exec_pipe) {
@@ -720,8 +722,12 @@ template <typename Exec>
     const CommandStack stack(argc);
     command = start_command(setup.cgroup, stack, command_entry<Exec>, &entry, entry.join_cgroup);
   }
+  if (command < 0) { // no process for the command (EAGAIN at a pids limit): said as an exec failure is (red team 10, F5)
+    const int err = errno;
+    [[maybe_unused]] const auto n = write(exec_pipe, &err, sizeof err);
+    _exit(126);
+  }
   close(exec_pipe); // mongolock sees end-of-file once the command has exec'd (the pipe is close-on-exec)
-  if (command < 0) _exit(126);
   // In its cgroup where there is one: started there, or it moves itself in before its exec (or never execs).
   if (setup.cgroup != nullptr && setup.cgroup->valid()) {
     record_job_group(setup.holder_fd, guardian, setup.cgroup->path().c_str());
@@ -774,6 +780,12 @@ Error exec_failure(const std::string& name, int exec_errno) {
                                                 "the command was not started",
                                                 name));
   }
+  if (exec_errno == k_start_stalled) {
+    return Error(k_exit_lease_lost, fmt::format("the lease's renew deadline passed before '{}' could start: its process "
+                                                "was stopped or starved of CPU before its exec, and was killed; the "
+                                                "command was not started",
+                                                name));
+  }
   if (exec_errno == k_cgroup_join_failed) {
     return Error(k_exit_cannot_execute,
                  fmt::format("cannot start '{}' in the job's own cgroup: the kernel refused clone3 into it and the "
@@ -802,6 +814,31 @@ void reset_caught_handlers() {
     sigemptyset(&deflt.sa_mask);
     deflt.sa_handler = SIG_DFL;
     sigaction(s, &deflt, nullptr);
+  }
+}
+
+// Waits for the guardian's word on the command's start on `exec_pipe`: end-of-file once the command has exec'd
+// (true), or an int (false, `report` set): an errno of the exec, or k_start_by_passed / k_cgroup_join_failed.
+// Until `start_by` at most (LeaseClock): a command process stopped between its start and its exec (SIGSTOP,
+// Ctrl-Z) holds the guardian in its vfork wait, blind to its deadline, and would hold mongolock here for as long
+// (red team 10, F2); then `report` is k_start_stalled.
+bool wait_for_exec(int exec_pipe, const std::optional<LocalTime>& start_by, int& report) {
+  for (;;) {
+    int timeout = -1;
+    if (start_by) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*start_by - LeaseClock::now()).count();
+      if (left <= 0) {
+        report = k_start_stalled;
+        return false;
+      }
+      timeout = static_cast<int>(std::min<std::int64_t>(left, std::numeric_limits<int>::max()));
+    }
+    pollfd ready{.fd = exec_pipe, .events = POLLIN, .revents = 0};
+    const int r = poll(&ready, 1, timeout);
+    if (r == 0 || (r < 0 && errno == EINTR)) continue; // (start_by checked again)
+    const ssize_t n = read(exec_pipe, &report, sizeof report);
+    if (n < 0 && errno == EINTR) continue;
+    return n <= 0;
   }
 }
 
@@ -929,16 +966,16 @@ Child Child::spawn(const ChildSpec& spec) {
   setpgid(pid, pid); // also in the parent, so the group exists before we signal it
   if (tty >= 0) tcsetpgrp(tty, pid);
   int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
-  } while (n < 0 && errno == EINTR);
+  const bool started = wait_for_exec(exec_pipe[0], spec.start_by, exec_errno);
   close(exec_pipe[0]);
   Child child(pid, terminal, setup.kill_signal, control[0]);
   child.m_cgroup = std::make_shared<JobCgroup>(std::move(cgroup));
   child.m_others = std::move(others);
-  if (n <= 0) return child; // the pipe closed on exec: the command runs
+  if (started) return child; // the pipe closed on exec: the command runs
 
+  // Stalled past start_by: the guardian, held in its vfork wait, cannot act; SIGKILL it (the command's process
+  // dies with it: PR_SET_PDEATHSIG), and what is left goes as after any guardian killed from outside.
+  if (exec_errno == k_start_stalled) kill(pid, SIGKILL);
   // exec failed: reap the child, hand back the terminal, and report why.
   (void)child.try_wait();
   throw exec_failure(spec.argv.front(), exec_errno);

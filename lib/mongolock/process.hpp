@@ -118,8 +118,9 @@ inline constexpr std::string_view k_release_orphaned_command = "__release-orphan
 class Child {
 public:
   // Starts the command. Throws Error with exit 127 when it is not found, 126 when it cannot be executed
-  // (permission, not an executable), 76 when spec.start_by had passed (nothing was started), 70 when fork
-  // fails.
+  // (permission, not an executable, no process for it: EAGAIN at a pids limit; or the move into its cgroup
+  // failed), 76 when spec.start_by had passed (nothing was started; also when its process had not exec'd by
+  // then: stopped or starved before its exec, it is killed with the guardian), 70 when fork fails.
   static Child spawn(const ChildSpec& spec);
 
   Child(Child&& other) noexcept;

@@ -199,7 +199,52 @@ guardian_stopped_job_ends() {
   expect_exit 1 -- ml status "$name" # released
 }
 
+# The command's process stopped between its start and its exec (SIGSTOP, or Ctrl-Z at that instant): the guardian
+# waits for that exec (its vfork), blind to its deadline. mongolock waits for the exec only until the renew deadline
+# (start_by), then kills the guardian and the stopped process with it: exit 76, the command never ran, the lock
+# released. Before the fix (red team 10, F2) the run hung for as long as the process stayed stopped, renewing
+# nothing. PATH is padded with 40,000 missing directories (/x; an environment string may be 128 KiB) so that the
+# search before the exec lasts long enough (~30 ms) to catch the process in it.
+command_stopped_before_exec() {
+  local name pad
+  name=$(lock_name)
+  [[ ! -e /x ]] || skip "/x exists: PATH cannot be padded with missing directories"
+  pad=$(python3 -c 'print(":".join(["/x"] * 40000))')
+  # mongolock starts 0.5 s late (sh's exec keeps the pid), once the watcher below looks.
+  PATH="$pad:$PATH" start_bg run sh -c 'sleep 0.5; exec "$@"' sh "$MONGOLOCK_BIN" run "$name" --ttl 3s -- sh -c "touch $T/ran"
+  # The command's process: the guardian's child still named mongolock (not yet exec'd); stopped at once.
+  python3 - "$BG_PID" <<'EOF' || fail "the command's process was not caught before its exec"
+import os, signal, sys, time
+run = sys.argv[1]
+def children(pid):  # (pid, comm) of each process whose parent is pid, from /proc/*/stat
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            if stat[stat.rindex(")") + 2:].split()[1] == pid:
+                found.append((d, stat[stat.index("(") + 1:stat.rindex(")")]))
+    return found
+end = time.monotonic() + 10
+while time.monotonic() < end:
+    for guardian, _ in children(run):
+        for command, comm in children(guardian):
+            if comm == "mongolock":
+                os.kill(int(command), signal.SIGSTOP)
+                sys.exit(0)
+sys.exit(1)
+EOF
+  expect_bg_exit 76 "$BG_PID" run 15
+  assert_contains "$T/run.err" "its process was stopped or starved of CPU before its exec"
+  [[ ! -e $T/ran ]] || fail "the command ran"
+  assert_free "$name"
+}
+
 run_case "mongolock stopped > TTL: the guardian stops the job before the lease ends; no overlap; exit 76" mongolock_stopped
+run_case "the command's process stopped before its exec: killed at the renew deadline; exit 76, not started, released" \
+  command_stopped_before_exec
 run_case "--once-per: a success recorded after the lease ended does not count; exit 76" once_per_success_after_the_lease
 run_case "the guardian stopped by a signal, no terminal: mongolock renews, no hang; past its deadline: the job runs on" \
   guardian_stopped_without_terminal

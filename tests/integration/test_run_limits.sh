@@ -173,6 +173,24 @@ custom_knobs_accepted() {
   assert_error_line "--renew-interval"
 }
 
+# No process can be made for the command (a cgroup v1 pids group at its pids.max: room for mongolock and its
+# guardian only): 126 "cannot execute 'sh': Resource temporarily unavailable", not "started", and the lock
+# released. Before the fix (red team 10, F5) -v said "started sh" and then "command exited with status 126".
+no_process_for_the_command() {
+  local name group=/sys/fs/cgroup/pids/mongolock-test-$$
+  [[ -d /sys/fs/cgroup/pids && -w /sys/fs/cgroup/pids ]] || skip "no writable cgroup v1 pids hierarchy"
+  mkdir "$group" || skip "cannot make a pids group"
+  name=$(lock_name)
+  echo 2 >"$group/pids.max"
+  expect_exit 126 -- sh -c 'echo $$ >"$1/tasks"; shift; exec "$@"' sh "$group" \
+    "$MONGOLOCK_BIN" run -v "$name" -- sh -c 'echo ran'
+  rmdir "$group" 2>/dev/null || true
+  assert_contains "$ERR" "cannot execute 'sh': Resource temporarily unavailable"
+  assert_not_contains "$ERR" "started sh"
+  assert_not_contains "$OUT" "ran"
+  assert_free "$name"
+}
+
 run_case "--timeout 1s -- sleep 30: 124, command stopped, lock released" timeout_stops_command
 run_case "--timeout: a command ignoring SIGTERM is SIGKILLed after --kill-after" timeout_kill_after
 run_case "--timeout stops the command's whole process group" timeout_stops_process_group
@@ -182,6 +200,8 @@ run_case "--on-lost kill: the command is killed, 76" on_lost_kill
 run_case "--on-lost with a bad value: 64" bad_on_lost
 run_case "--renew-interval >= --renew-deadline, or a deadline too long: 64" renew_interval_not_below_deadline
 run_case "--kill-grace too long for --ttl: 64 with a suggestion that works" kill_grace_too_long
+run_case "no process for the command (pids.max): 126 'cannot execute ...', not 'started'; released" \
+  no_process_for_the_command
 run_case "bad knob durations: 64" bad_knob_values
 run_case "valid custom lease knobs are accepted and used" custom_knobs_accepted
 finish
