@@ -128,6 +128,15 @@ PY
       echo "x1 stop SIG=$SIG (at the command's process $cmdp before its exec) PRE=$PRE: a=$RC, a's command ran: $([[ -s $W/ran ]] && echo yes || echo no), $(left_lock) dir=$W"
       grep -E "started|error|warning|signal|SIG" "$W/a.err" | grep -v "sent to" | cut -c1-200 | head -4 | sed 's/^/   | /'; continue
     fi
+    if [[ ${SIG:-STOP} == STOP && ${LONG:-} ]]; then
+      g=$(guardian_of "$(mlpid a)"); sleep "$LONG"
+      echo "x1 stop LONG=$LONG: after $LONG s mongolock $(kill -0 "$(mlpid a)" 2>/dev/null && echo "still runs (wchan $(cat /proc/$(mlpid a)/wchan))" || echo gone), renewals $(renewals a), lock $(left_lock) dir=$W"
+      kill -KILL "$(mlpid a)"; sleep 2
+      echo "   | mongolock SIGKILLed; 2 s later: guardian $g $(awk '{print $3}' /proc/$g/stat 2>/dev/null || echo gone) wchan $(cat /proc/$g/wchan 2>/dev/null), command $cmdp $(awk '{print $3}' /proc/$cmdp/stat 2>/dev/null || echo gone), holder files $(ls /dev/shm | grep -c "mongolock-run-$(mlpid a)-")"
+      kill -CONT "$cmdp"; sleep 2
+      echo "   | SIGCONT to the command: 2 s later guardian $(awk '{print $3}' /proc/$g/stat 2>/dev/null || echo gone), command $(awk '{print $3}' /proc/$cmdp/stat 2>/dev/null || echo gone), a's command ran: $([[ -s $W/ran ]] && echo yes || echo no), lock $(left_lock), holder files $(ls /dev/shm | grep -c "mongolock-run-$(mlpid a)-")"
+      continue
+    fi
     sleep 0.3
     echo "command process $cmdp stopped at $(( $(now_ms) - t0 )) ms: state $(awk '{print $3}' /proc/$cmdp/stat) comm $(cat /proc/$cmdp/comm)" >>"$W/log"
     contender b 2

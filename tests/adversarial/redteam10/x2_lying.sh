@@ -12,6 +12,7 @@
 #         join      a waiter's ticket insert (a holds 3 s directly; w1 = run --wait through the proxy; w2 joins
 #                   after it directly): order and waits
 #         tkrenew   a waiter's ticket renewals for 8 s (a holds 10 s directly; w1 through the proxy; w2 directly)
+#         joinfar   as join, but w2..w4 queue first (directly), so that w1 joins as a far waiter (24 s ticket lease)
 #         cleanup   the insert AND its clean-up delete lie (insert,delete for 1500 ms): the lock left behind?
 source "$(dirname "$0")/lib.sh"
 case_=${1:-insert}; n=${2:-1}; CODE=${CODE:-10107}; LABEL=${LABEL:-}
@@ -53,7 +54,7 @@ for i in $(seq "$n"); do
   join | tkrenew)
     hold=3; [[ $case_ == tkrenew ]] && hold=10
     "$ML" --uri "$SERVER_URI" acquire "$NAME" --ttl 30s --process rt10-a:1 >"$W/tok"
-    if [[ $case_ == join ]]; then proxy fail insert/locks_queue times 1 error-after "$CODE" $LABEL; fi
+    if [[ $case_ == join && ${ACTION:-} != none ]]; then proxy fail insert/locks_queue times 1 error-after "$CODE" $LABEL; fi # ACTION=none: control
     t0=$(now_ms)
     waiter w1 host-w1 "$FP_URI" 1
     sleep 1
@@ -66,6 +67,18 @@ for i in $(seq "$n"); do
     echo "x2 $case_ $CODE $LABEL: w1=$r1 w2=$r2 order: $(order)$(overlap) after the release: $(( $(now_ms) - tr )) ms dir=$W"
     grep "tickets while" "$W/log" | sed 's/^/   | /'
     grep -hE "queue|ticket" "$W/w1.err" | grep -vE "renewed|^\s*$" | head -4 | cut -c1-220 | sed 's/^/   | w1 /' ;;
+  joinfar)
+    "$ML" --uri "$SERVER_URI" acquire "$NAME" --ttl 30s --process rt10-a:1 >"$W/tok"
+    for k in 2 3 4; do waiter w$k host-w$k "$SERVER_URI" 1; sleep 0.5; done
+    proxy fail insert/locks_queue times 1 error-after "$CODE" $LABEL
+    waiter w1 host-w1 "$FP_URI" 1
+    sleep 1.5; echo "tickets while a holds: $(doc tickets "$NAME" | tr '\n' ';')" >>"$W/log"
+    "$ML" --uri "$SERVER_URI" release "$NAME" --token "$(cat "$W/tok")"; tr=$(now_ms)
+    for k in 2 3 4 1; do rc_of w$k; eval r$k=$RC; done
+    w1s=$(awk '$1=="start" && $2=="host-w1" {printf "%d", $5/1e6}' "$HOLDERS"); w4e=$(awk '$1=="end" && $2=="host-w4" {printf "%d", $5/1e6}' "$HOLDERS")
+    echo "x2 joinfar $CODE $LABEL: w2..w4,w1 = $r2 $r3 $r4 $r1; order: $(order)$(overlap); w1 started $((w1s - w4e)) ms after w4's job ended ($((w1s - tr)) ms after the release) dir=$W"
+    grep "tickets while" "$W/log" | sed 's/^/   | /'
+    grep -hE "joined|place|lapsed|lost" "$W/w1.err" | head -4 | cut -c1-200 | sed 's/^/   | w1 /' ;;
   esac
   grep -hE "error-after|close-after" "$W/fp.log" | head -3 | cut -c1-200 | sed 's/^/   | /'
   grep -hE "error|warning" "$W"/a.err 2>/dev/null | head -3 | cut -c1-250 | sed 's/^/   | a /'
