@@ -15,6 +15,7 @@
 #         stop      PATH padded with 40,000 entries /x (a PATH search of ~30 ms); the command's process is
 #                   SIGSTOPped between clone and exec; --ttl 6s; host-b waits; after b's job, SIGCONT; also a
 #                   SIGTERM to mongolock while it waits
+#         pidsrace  N runs in a v1 pids group with pids.max 4 beside churn.c: where the job ran (see the case)
 #         pids      mongolock in a pids cgroup (v1 here) whose pids.max leaves room for mongolock's threads and
 #                   the guardian, not the command
 source "$(dirname "$0")/lib.sh"
@@ -167,4 +168,19 @@ pids)
     printf '  pids.max=%s rc=%s lock=%s out=%s | %s\n' "$max" "$rc" "$d" "$(cat "$W/p$max.out")" "$(grep -vE 'acquired|released|connected|server' "$W/p$max.err" | tail -2 | tr '\n' ' ' | cut -c1-220)"
   done
   rmdir "$cg" ;;
+pidsrace)
+  # mongolock in a v1 pids group with pids.max 4 beside churn (fork, exit, reap in a loop: 2 or 3 tasks), so that
+  # the command's first clone3 (into the job cgroup) meets the limit and a retry may not: N runs, where each job ran
+  new_case x1pidsrace
+  [[ -x $ADV_T/churn && $ADV_T/churn -nt $RT10/churn.c ]] || gcc -O1 -o "$ADV_T/churn" "$RT10/churn.c"
+  cg=/sys/fs/cgroup/pids/rt10race-$$; mkdir "$cg"; echo "${MAX:-4}" >"$cg/pids.max"
+  sh -c "echo \$\$ >$cg/tasks; exec $ADV_T/churn 600" & ch=$!
+  sleep 0.2
+  for i in $(seq "$n"); do
+    sh -c "echo \$\$ >$cg/tasks; exec $P $ML -v --uri $SERVER_URI run $NAME --ttl 10s -- cat /proc/self/cgroup" >"$W/r$i.out" 2>"$W/r$i.err"; rc=$?
+    j=$(sed -n 's/^0:://p' "$W/r$i.out")
+    if [[ $rc != 0 ]]; then echo "rc=$rc"; elif [[ $j == /mongolock-job-* ]]; then echo "in its cgroup"; else echo "OUTSIDE ($j), -v: $(grep -o 'its cgroup [^)]*' "$W/r$i.err" | head -1)"; fi
+  done | sort | uniq -c | sed 's/^/  /'
+  kill "$ch"; wait "$ch" 2>/dev/null; sleep 0.2; rmdir "$cg"
+  echo "x1 pidsrace: $n runs, pids.max ${MAX:-4} dir=$W" ;;
 esac
