@@ -15,6 +15,8 @@
 #         stop      PATH padded with 40,000 entries /x (a PATH search of ~30 ms); the command's process is
 #                   SIGSTOPped between clone and exec; --ttl 6s; host-b waits; after b's job, SIGCONT; also a
 #                   SIGTERM to mongolock while it waits
+#         daemon    the job daemonizes at once (setsid; double fork) and exits 0; host-b waits (1 s job)
+#         blackout  a through failproxy, --ttl 3s, 8 s job; a 10 s blackout as soon as the job runs; host-b waits
 #         pidsrace  N runs in a v1 pids group with pids.max 4 beside churn.c: where the job ran (see the case)
 #         pids      mongolock in a pids cgroup (v1 here) whose pids.max leaves room for mongolock's threads and
 #                   the guardian, not the command
@@ -168,6 +170,35 @@ pids)
     printf '  pids.max=%s rc=%s lock=%s out=%s | %s\n' "$max" "$rc" "$d" "$(cat "$W/p$max.out")" "$(grep -vE 'acquired|released|connected|server' "$W/p$max.err" | tail -2 | tr '\n' ' ' | cut -c1-220)"
   done
   rmdir "$cg" ;;
+daemon)
+  # the job daemonizes at once (setsid + double fork) and exits 0: the run holds the lock until the daemon ends
+  for how in setsid doublefork; do
+    new_case x1daemon
+    if [[ $how == setsid ]]; then cmd="setsid python3 $HOLDERS_PY job $HOLDERS --seconds 3 </dev/null >/dev/null 2>&1 & exit 0"
+    else cmd="( ( python3 $HOLDERS_PY job $HOLDERS --seconds 3 </dev/null >/dev/null 2>&1 & ) & ); exit 0"; fi
+    t0=$(now_ms)
+    setsid $P "$ML" -v --uri "$SERVER_URI" run "$NAME" --ttl 30s -- sh -c "$cmd" >"$W/a.out" 2>"$W/a.err" &
+    echo $! >"$W/a.pid"
+    wait_acq; contender b 1
+    rc_of a; ra=$RC; ta=$(( $(now_ms) - t0 )); rc_of b
+    echo "x1 daemon $how PRE=$PRE: a=$ra b=$RC, a's run lasted $ta ms, $(overlap) dir=$W"
+  done ;;
+blackout)
+  # right after the start (holders.py's first line) the server goes silent for a's connections for 10 s
+  # (failproxy blackout); run --ttl 3s; host-b (straight to the server) waits: the guardian/mongolock must stop a's
+  # job before b starts
+  for i in $(seq "$n"); do
+    new_case x1blackout
+    fp_start
+    setsid $P "$ML" -v --uri "$FP_URI" run "$NAME" --ttl 3s -- python3 "$HOLDERS_PY" job "$HOLDERS" --seconds 8 >"$W/a.out" 2>"$W/a.err" &
+    echo $! >"$W/a.pid"
+    wait_acq; proxy blackout 10000
+    contender b 2
+    rc_of a; ra=$RC; rc_of b; rb=$RC
+    echo "x1 blackout PRE=$PRE: a=$ra b=$rb $(overlap) dir=$W"
+    grep -E "lost|stopped" "$W/a.err" | head -2 | cut -c1-200 | sed 's/^/   | /'
+    fp_stop
+  done ;;
 pidsrace)
   # mongolock in a v1 pids group with pids.max 4 beside churn (fork, exit, reap in a loop: 2 or 3 tasks), so that
   # the command's first clone3 (into the job cgroup) meets the limit and a retry may not: N runs, where each job ran
