@@ -12,6 +12,8 @@
 #         join      a waiter's ticket insert (a holds 3 s directly; w1 = run --wait through the proxy; w2 joins
 #                   after it directly): order and waits
 #         tkrenew   a waiter's ticket renewals for 8 s (a holds 10 s directly; w1 through the proxy; w2 directly)
+#         onceper   run --once-per 1h whose history writes are answered CODE after they applied (1.5 s); then
+#                   host-b's run --once-per 1h: the job must have run once (FOR=MS the rule's length; ACTION=close-after)
 #         joinfar   as join, but w2..w4 queue first (directly), so that w1 joins as a far waiter (24 s ticket lease)
 #         cleanup   the insert AND its clean-up delete lie (insert,delete for 1500 ms): the lock left behind?
 source "$(dirname "$0")/lib.sh"
@@ -67,6 +69,14 @@ for i in $(seq "$n"); do
     echo "x2 $case_ $CODE $LABEL: w1=$r1 w2=$r2 order: $(order)$(overlap) after the release: $(( $(now_ms) - tr )) ms dir=$W"
     grep "tickets while" "$W/log" | sed 's/^/   | /'
     grep -hE "queue|ticket" "$W/w1.err" | grep -vE "renewed|^\s*$" | head -4 | cut -c1-220 | sed 's/^/   | w1 /' ;;
+  onceper)
+    # run --once-per 1h through the proxy; its history writes (insert on _runs, writes on _lastrun) answered CODE after
+    # they applied, for 1.5 s; then host-b's run --once-per 1h straight to the server: jobs run must be 1
+    proxy fail insert/locks_runs,update/locks_lastrun,findAndModify/locks_lastrun,insert/locks_lastrun for ${FOR:-1500} $ACT
+    "$ML" -v --uri "$FP_URI" run "$NAME" --once-per 1h -- sh -c "echo a >>$W/jobs" >"$W/a.out" 2>"$W/a.err"; ra=$?
+    unshare --uts sh -c 'hostname host-b && exec "$@"' sh "$ML" -v --uri "$SERVER_URI" run "$NAME" --once-per 1h -- sh -c "echo b >>$W/jobs" >"$W/b.out" 2>"$W/b.err"; rb=$?
+    echo "x2 onceper $ACT for ${FOR:-1500} ms: a=$ra b=$rb jobs run: $(wc -l <"$W/jobs") ($(tr '\n' ' ' <"$W/jobs")) history: $(doc runs "$NAME" | python3 -c 'import json,sys; print([r.get("outcome") for r in json.load(sys.stdin)])') dir=$W"
+    grep -hE "not run|succeeded on" "$W/b.err" | head -1 | cut -c1-200 | sed 's/^/   | b /' ;;
   joinfar)
     "$ML" --uri "$SERVER_URI" acquire "$NAME" --ttl 30s --process rt10-a:1 >"$W/tok"
     for k in 2 3 4; do waiter w$k host-w$k "$SERVER_URI" 1; sleep 0.5; done
