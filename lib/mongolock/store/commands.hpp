@@ -141,9 +141,10 @@ void tickets_filter(const std::vector<std::string>& names, bson_t* out);
 // (server_in_transition()).
 [[nodiscard]] bool history_insert_retryable(const bson_error_t& error);
 // Whether an insert's `reply` has writeErrors and all of them are duplicate keys (11000) of _id (the errmsg
-// names "_id"): a retry met the records an earlier copy of the same insert wrote (their _ids are the client's),
-// so they are recorded. Only for a retry: a first copy's duplicate key (another unique index, a reused _id) is
-// the server's refusal.
+// names "_id", or names no index at all: FerretDB v1's "E11000 duplicate key error collection: DB.COLL" on the
+// run history, whose only unique index is _id's; red team 10, F6): a retry met the records an earlier copy of the
+// same insert wrote (their _ids are the client's), so they are recorded. Only for a retry: a first copy's
+// duplicate key (another unique index, a reused _id) is the server's refusal.
 [[nodiscard]] bool only_duplicate_ids(const bson_t* reply);
 
 } // namespace mongolock::store
