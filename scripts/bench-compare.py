@@ -6,7 +6,9 @@
 CURRENT, BASELINE: mongolock binaries; FLOOR: scripts/bench-floor.c built (the commands an executed run
 needs, with libmongoc; its "floor --contract" row adds the holder file, guardian and job cgroup a run keeps
 by contract). The server is MONGOLOCK_TEST_URI (scripts/test-server starts it). Every figure is
-taken interleaved (current, baseline, floor, etcd in a rotating order, RUNS rounds) and read as paired
+taken interleaved (current, baseline, floor, etcd in an order shuffled anew each round, RUNS rounds: in a
+rotating order each tool always ran right after the same one, and the one after etcd paid for it, 1.04-1.05x
+current against a copy of itself) and read as paired
 ratios: the median over rounds of (current / other) of that round, so that the load of a shared machine
 moves both sides of a ratio alike. Printed:
 
@@ -21,6 +23,7 @@ moves both sides of a ratio alike. Printed:
 The load average is printed beside each section: on a shared machine read the CPU ratios first.
 """
 import os
+import random
 import shutil
 import signal
 import socket
@@ -122,9 +125,11 @@ def one_shot(tools, label):
     times = {name: [] for name in tools}
     cpu = {name: [] for name in tools}
     order = list(tools)
+    shuffle = random.Random(1)  # the same orders every time
     before = load()
-    for i in range(runs):
-        for name in order[i % len(order):] + order[:i % len(order)]:
+    for _ in range(runs):
+        shuffle.shuffle(order)
+        for name in order:
             wall, used = timed(tools[name])
             times[name].append(wall)
             cpu[name].append(used)
