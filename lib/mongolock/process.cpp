@@ -722,7 +722,8 @@ template <typename Exec>
     const CommandStack stack(argc);
     command = start_command(setup.cgroup, stack, command_entry<Exec>, &entry, entry.join_cgroup);
   }
-  if (command < 0) { // no process for the command (EAGAIN at a pids limit): said as an exec failure is (red team 10, F5)
+  if (command <
+      0) { // no process for the command (EAGAIN at a pids limit): said as an exec failure is (red team 10, F5)
     const int err = errno;
     [[maybe_unused]] const auto n = write(exec_pipe, &err, sizeof err);
     _exit(126);
@@ -781,10 +782,11 @@ Error exec_failure(const std::string& name, int exec_errno) {
                                                 name));
   }
   if (exec_errno == k_start_stalled) {
-    return Error(k_exit_lease_lost, fmt::format("the lease's renew deadline passed before '{}' could start: its process "
-                                                "was stopped or starved of CPU before its exec, and was killed; the "
-                                                "command was not started",
-                                                name));
+    return Error(k_exit_lease_lost,
+                 fmt::format("the lease's renew deadline passed before '{}' could start: its process "
+                             "was stopped or starved of CPU before its exec, and was killed; the "
+                             "command was not started",
+                             name));
   }
   if (exec_errno == k_cgroup_join_failed) {
     return Error(k_exit_cannot_execute,

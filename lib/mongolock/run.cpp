@@ -431,7 +431,8 @@ private:
       throw;
     }
     const auto cgroup = child->cgroup();
-    m_log.debugf("started {} (pid {}; {})", m_options.command.front(), child->pid(),
+    // The pid is the guardian's, the job's process group (the command's own pid is the guardian's child's).
+    m_log.debugf("started {} (guardian pid {}, the job's process group; {})", m_options.command.front(), child->pid(),
                  cgroup ? fmt::format("its cgroup {}", *cgroup)
                         : fmt::format("no cgroup of its own: {}", child->cgroup_why_not()));
     return std::nullopt;

@@ -297,6 +297,8 @@ job_cgroup_lifecycle() {
   track "$worker"
   group=$(sed -n 's/.*; its cgroup \(\/.*\))$/\1/p' "$T/h.err")
   [[ -n $group && -d $group ]] || fail_with "no cgroup named in -v" stderr "$T/h.err"
+  # -v names the guardian's pid as such (it said "pid N", N the guardian's, not the command's: red team 8).
+  assert_contains "$T/h.err" "(guardian pid $GUARDIAN_PID, the job's process group; its cgroup"
   grep -qx "$JOB_PID" "$group/cgroup.procs" || fail "the job (pid $JOB_PID) is not in $group"
   grep -qx "$worker" "$group/cgroup.procs" || fail "the setsid worker (pid $worker) is not in $group"
   # --timeout: SIGTERM (the worker ignores it), then the SIGKILL of all of the job: its cgroup.

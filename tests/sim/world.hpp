@@ -382,7 +382,7 @@ private:
   std::uint64_t m_op_seq = 0;
   LocalTime m_chaos_at = LocalTime::max();
   LocalTime m_outage_until{};
-  bool m_election = false; // the latest outage is a failover's (election())
+  bool m_election = false;                   // the latest outage is a failover's (election())
   std::map<std::string, LocalTime> m_broken; // _id of lock documents removed by `break`: when
   std::map<std::string, std::int64_t> m_last_fence;
   struct Hold {

@@ -87,7 +87,7 @@ TEST_CASE("only_duplicate_ids: a retry that met the records its earlier copy wro
   CHECK_FALSE(store::only_duplicate_ids(
       WriteErrors({{11000, "E11000 duplicate key error index: name_1_seq_1 dup key: { name: \"a\" }"}}).get()));
   CHECK_FALSE(store::only_duplicate_ids(WriteErrors({{11000, "E11000 duplicate key error collection: db.c_runs "
-                                                              "index: name_1 dup key: { name: \"a\" }"}})
+                                                             "index: name_1 dup key: { name: \"a\" }"}})
                                             .get()));
   // FerretDB v1's text names no index (on the run history only _id's is unique): the earlier copy's records
   // (red team 10, F6: a recorded --once-per success exited 69).
