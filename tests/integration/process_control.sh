@@ -286,21 +286,27 @@ holder_file_of_a_killed_waiter_swept() {
 
 # The cgroup itself: the job runs in it, it is removed after the run, and a job that left its process
 # group is killed with it at --timeout (cgroup.kill).
+# start_worker_job NAME: start_holder NAME with a job that starts a setsid worker ignoring SIGTERM, then sleeps;
+# checks that the job and the worker are in the job's cgroup that -v names. Sets WORKER and GROUP.
+start_worker_job() {
+  start_holder "$1" 'setsid sh -c "trap \"\" TERM; echo \$\$ >$1; exec sleep 300" & exec sleep 300' "$T/worker"
+  wait_file 10 "$T/worker"
+  WORKER=$(cat "$T/worker")
+  track "$WORKER"
+  GROUP=$(sed -n 's/.*; its cgroup \(\/.*\))$/\1/p' "$T/h.err")
+  [[ -n $GROUP && -d $GROUP ]] || fail_with "no cgroup named in -v" stderr "$T/h.err"
+  grep -qx "$JOB_PID" "$GROUP/cgroup.procs" || fail "the job (pid $JOB_PID) is not in $GROUP: $(cat "/proc/$JOB_PID/cgroup")"
+  grep -qx "$WORKER" "$GROUP/cgroup.procs" || fail "the setsid worker (pid $WORKER) is not in $GROUP"
+}
+
 job_cgroup_lifecycle() {
   local name group worker
   use_cgroup on
   name=$(lock_name)
-  HOLDER_OPTIONS="--timeout 3s --kill-after 1s" start_holder "$name" \
-    'setsid sh -c "trap \"\" TERM; echo \$\$ >$1; exec sleep 300" & exec sleep 300' "$T/worker"
-  wait_file 10 "$T/worker"
-  worker=$(cat "$T/worker")
-  track "$worker"
-  group=$(sed -n 's/.*; its cgroup \(\/.*\))$/\1/p' "$T/h.err")
-  [[ -n $group && -d $group ]] || fail_with "no cgroup named in -v" stderr "$T/h.err"
+  HOLDER_OPTIONS="--timeout 3s --kill-after 1s" start_worker_job "$name"
+  group=$GROUP worker=$WORKER
   # -v names the guardian's pid as such (it said "pid N", N the guardian's, not the command's: red team 8).
   assert_contains "$T/h.err" "(guardian pid $GUARDIAN_PID, the job's process group; its cgroup"
-  grep -qx "$JOB_PID" "$group/cgroup.procs" || fail "the job (pid $JOB_PID) is not in $group"
-  grep -qx "$worker" "$group/cgroup.procs" || fail "the setsid worker (pid $worker) is not in $group"
   # --timeout: SIGTERM (the worker ignores it), then the SIGKILL of all of the job: its cgroup.
   expect_bg_exit 124 "$RUN_PID" h 30
   wait_until 3 eval "! pid_alive $worker"
@@ -314,19 +320,12 @@ job_cgroup_lifecycle() {
 # group before it releases. Fails before the fix (red team 10, F1): the job ran outside the group mongolock
 # counted on (its /proc/PID/cgroup "/"), and the setsid part ran on after the release, beside the next holder.
 job_cgroup_without_clone3() {
-  local errno=$1 name group worker
+  local errno=$1 name worker
   local -a HOLDER_PREFIX=(python3 "$ITEST_DIR/noclone3.py" "$errno") # seen by start_holder
   use_cgroup on
   name=$(lock_name)
-  start_holder "$name" \
-    'setsid sh -c "trap \"\" TERM; echo \$\$ >$1; exec sleep 300" & exec sleep 300' "$T/worker"
-  wait_file 10 "$T/worker"
-  worker=$(cat "$T/worker")
-  track "$worker"
-  group=$(sed -n 's/.*; its cgroup \(\/.*\))$/\1/p' "$T/h.err")
-  [[ -n $group && -d $group ]] || fail_with "no cgroup named in -v" stderr "$T/h.err"
-  grep -qx "$JOB_PID" "$group/cgroup.procs" || fail "the job (pid $JOB_PID) is not in $group: $(cat "/proc/$JOB_PID/cgroup")"
-  grep -qx "$worker" "$group/cgroup.procs" || fail "the setsid worker (pid $worker) is not in $group"
+  start_worker_job "$name"
+  worker=$WORKER
   kill -KILL "$GUARDIAN_PID"
   expect_bg_exit 137 "$RUN_PID" h 30
   pid_alive "$worker" && fail_with "the setsid worker (pid $worker) outlived the release" stderr "$T/h.err"
