@@ -87,12 +87,22 @@ bool off_by_environment() {
   return value != nullptr && std::strcmp(value, "off") == 0;
 }
 
+// Whether the path of /proc/self/cgroup's "0::" line is this process's whole path: the cgroup2 mount with root
+// "/" shows a group there that lists this process (a pid is listed by its own group only). Not so in a cgroup
+// namespace, whose path starts at the namespace's root.
+bool own_path_is_whole() {
+  const auto dir = own_cgroup_dir();
+  return dir && lists_member(*dir, std::to_string(getpid()));
+}
+
 } // namespace
 
 std::optional<std::string> hidden_cgroup_named(std::string_view prefix, bool* complete) {
   if (complete != nullptr) *complete = true;
   const auto mount = cgroup2_mount_outside_view();
-  if (!mount) return std::nullopt;
+  // A mount of a subtree (a bind mount, a container's view) hides nothing from a process whose own path is
+  // whole: that path says it all (red team 10, F4: a false "unproven" refusal past 20,000 groups there).
+  if (!mount || own_path_is_whole()) return std::nullopt;
   const auto self = std::to_string(getpid());
   struct Dir {
     std::string path;  // below the mount, "" for its root

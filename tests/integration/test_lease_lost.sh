@@ -437,6 +437,31 @@ print(next(e for e in os.listdir(d) if e.startswith(\"g\")))" "$dir") || exit 9
   assert_free "$name-other"
 }
 
+# An operator outside every run and every cgroup namespace releases a run's lock by holder while a subtree of
+# the cgroup2 hierarchy with 20,100 groups is bind-mounted in its mount namespace (as a container's view is):
+# released (0). Its own path in /proc/self/cgroup is whole (the mount with root "/" lists it there), so no
+# walk of that subtree is needed. Before the fix (red team 10, F4) the walk ran out at 20,000 groups and the
+# release was refused 64 "unproven", with a message about a cgroup namespace it was not in.
+operator_beside_a_big_bind_mounted_subtree() {
+  local name root big
+  ((EUID == 0)) && unshare -m true 2>/dev/null || skip "unshare -m needs root here"
+  root=$(awk '$(NF-2)=="cgroup2" && $4=="/" {print $5; exit}' /proc/self/mountinfo)
+  big=$root/mongolock-test-big-$$
+  [[ -n $root ]] && mkdir "$big" 2>/dev/null || skip "no writable cgroup2 hierarchy"
+  # Removed however the case ends (it runs in a subshell of its own).
+  # shellcheck disable=SC2064 # $big now: the function's locals are gone when the trap runs
+  trap "python3 -c 'import os, sys; [os.rmdir(e.path) for e in os.scandir(sys.argv[1]) if e.is_dir()]; os.rmdir(sys.argv[1])' '$big'" EXIT
+  python3 -c 'import os, sys; [os.mkdir(f"{sys.argv[1]}/g{i}") for i in range(20100)]' "$big"
+  name=$(lock_name)
+  start_bg run ml run "$name" --ttl 60s -- sh -c 'touch "$1/started"; exec sleep 300' _ "$T"
+  wait_file 20 "$T/started"
+  expect_exit 0 -- unshare -m sh -c 'mount --bind "$1" /mnt && shift && exec "$@"' sh "$big" \
+    "$MONGOLOCK_BIN" release "$name" --process "$HOST:$BG_PID"
+  kill -TERM "$BG_PID"
+  wait_bg "$BG_PID" run
+  assert_free "$name"
+}
+
 # A `renew --ttl` shorter than a run's TTL is refused whoever sends it (red team 8 F1: an operator's `renew
 # --process HOLDER --ttl 1s` from outside the run set the lease on the server to 1 s while the run counted
 # 30 s from its own renewal; another host took the lock and ran beside the job). The lease on the server
@@ -491,6 +516,8 @@ run_case "mongolock killed: its guardian kills the job at once" mongolock_killed
 run_case "the run's own command cannot release its lock or shorten its lease (64)" own_command_cannot_free_its_lock
 run_case "... nor through a PID, mount, UTS or cgroup namespace (the job's cgroup says so; 64)" own_command_in_a_namespace
 run_case "... nor through a cgroup namespace past the search's 20,000 groups (unproven: 64)" own_command_in_a_cgroup_namespace_past_the_bound
+run_case "an operator beside a bind-mounted subtree of 20,100 groups, outside any namespace: released (0)" \
+  operator_beside_a_big_bind_mounted_subtree
 run_case "renew --ttl shorter than a run's TTL from outside the run: 64, the lease unchanged" shorter_ttl_refused_from_outside
 run_case "job ends within its lease while mongolock is stopped: exit 0, lock released" job_ended_while_stopped free
 run_case "job ends within its lease while mongolock is stopped, lock taken over meanwhile: exit 76" job_ended_while_stopped taken
