@@ -821,14 +821,17 @@ void reset_caught_handlers() {
 
 // Waits for the guardian's word on the command's start on `exec_pipe`: end-of-file once the command has exec'd
 // (true), or an int (false, `report` set): an errno of the exec, or k_start_by_passed / k_cgroup_join_failed.
-// Until `start_by` at most (LeaseClock): a command process stopped between its start and its exec (SIGSTOP,
-// Ctrl-Z) holds the guardian in its vfork wait, blind to its deadline, and would hold mongolock here for as long
-// (red team 10, F2); then `report` is k_start_stalled.
+// Until `start_by` (LeaseClock) and a grace at most: a command process stopped between its start and its exec
+// (SIGSTOP, Ctrl-Z) holds the guardian in its vfork wait, blind to its deadline, and would hold mongolock here for
+// as long (red team 10, F2); then `report` is k_start_stalled. The grace lets the guardian's own report of a
+// start_by that had passed before it could start the command (k_start_by_passed) arrive first; the command's
+// process checks start_by right before its exec, so it cannot start the job meanwhile.
 bool wait_for_exec(int exec_pipe, const std::optional<LocalTime>& start_by, int& report) {
+  constexpr auto grace = std::chrono::milliseconds(500);
   for (;;) {
     int timeout = -1;
     if (start_by) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*start_by - LeaseClock::now()).count();
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*start_by + grace - LeaseClock::now()).count();
       if (left <= 0) {
         report = k_start_stalled;
         return false;
