@@ -722,8 +722,8 @@ template <typename Exec>
     const CommandStack stack(argc);
     command = start_command(setup.cgroup, stack, command_entry<Exec>, &entry, entry.join_cgroup);
   }
-  if (command <
-      0) { // no process for the command (EAGAIN at a pids limit): said as an exec failure is (red team 10, F5)
+  // No process for the command (EAGAIN at a pids limit): said on the exec pipe as an exec failure is (red team 10, F5).
+  if (command < 0) {
     const int err = errno;
     [[maybe_unused]] const auto n = write(exec_pipe, &err, sizeof err);
     _exit(126);
