@@ -46,10 +46,13 @@ std::optional<std::string> cgroup2_mount() {
   return cgroup2_mount_with([](const std::string& root) { return root == "/"; });
 }
 
-// A cgroup2 mount whose root is not "/" ("/.." and the like in a cgroup namespace made after the mount):
-// it shows groups that /proc/self/cgroup's path does not lead to.
+// A cgroup2 mount whose root is outside this process's cgroup namespace ("/..", "/../..", "/../x": a mount made
+// before the namespace): it shows groups that /proc/self/cgroup's path does not lead to. A mount of a subtree
+// inside the namespace ("/x", a bind mount) shows none of those, so it is not one (red team 10, F4: walking one of
+// 20,000 groups refused an operator's release "unproven"). The kernel shows a root as a path from the namespace's
+// root, so only one outside it starts with "/..".
 std::optional<std::string> cgroup2_mount_outside_view() {
-  return cgroup2_mount_with([](const std::string& root) { return root != "/"; });
+  return cgroup2_mount_with([](const std::string& root) { return root == "/.." || root.rfind("/../", 0) == 0; });
 }
 
 // Whether `pid` (decimal, as this PID namespace numbers it) is listed in DIR/cgroup.procs.
@@ -87,22 +90,12 @@ bool off_by_environment() {
   return value != nullptr && std::strcmp(value, "off") == 0;
 }
 
-// Whether the path of /proc/self/cgroup's "0::" line is this process's whole path: the cgroup2 mount with root
-// "/" shows a group there that lists this process (a pid is listed by its own group only). Not so in a cgroup
-// namespace, whose path starts at the namespace's root.
-bool own_path_is_whole() {
-  const auto dir = own_cgroup_dir();
-  return dir && lists_member(*dir, std::to_string(getpid()));
-}
-
 } // namespace
 
 std::optional<std::string> hidden_cgroup_named(std::string_view prefix, bool* complete) {
   if (complete != nullptr) *complete = true;
   const auto mount = cgroup2_mount_outside_view();
-  // A mount of a subtree (a bind mount, a container's view) hides nothing from a process whose own path is
-  // whole: that path says it all (red team 10, F4: a false "unproven" refusal past 20,000 groups there).
-  if (!mount || own_path_is_whole()) return std::nullopt;
+  if (!mount) return std::nullopt;
   const auto self = std::to_string(getpid());
   struct Dir {
     std::string path;  // below the mount, "" for its root

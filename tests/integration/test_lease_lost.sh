@@ -437,6 +437,26 @@ print(next(e for e in os.listdir(d) if e.startswith(\"g\")))" "$dir") || exit 9
   assert_free "$name-other"
 }
 
+# The job's own release through a cgroup namespace in a mount namespace of its own, where it mounted a fresh
+# cgroup2 (its root "/" there) beside the mount made before (root "/../.."): refused 64. A check added for F4
+# (red team 10) took the fresh mount's view for the whole path and let this release through; the walk is now
+# skipped only when no mount's root is outside the namespace ("/..").
+own_command_with_a_fresh_cgroup2_mount() {
+  local name
+  ((EUID == 0)) && unshare -C -m -p -f --mount-proc true 2>/dev/null || skip "unshare -C -m needs root here"
+  name=$(lock_name)
+  expect_exit 0 -- ml run "$name" --ttl 30s -- sh -c '
+    grep -q "^0::.*/mongolock-job-" /proc/self/cgroup || { echo none >"$1/cg"; exit 0; }
+    env -i PATH="$PATH" B="$MONGOLOCK_BIN" N="$MONGOLOCK_NAME" TOK="$MONGOLOCK_TOKEN" MONGOLOCK_URI="$MONGOLOCK_URI" \
+      MONGOLOCK_COLLECTION="$MONGOLOCK_COLLECTION" D="$1" unshare -C -m -p -f --mount-proc sh -c \
+      "mkdir -p \"\$D/cg2\" && mount -t cgroup2 none \"\$D/cg2\" && \"\$B\" release \"\$N\" --token \"\$TOK\"
+       echo \$? >\"\$D/rel\"" 2>"$1/rel.err"
+    "$MONGOLOCK_BIN" status "$MONGOLOCK_NAME" >/dev/null; echo $? >"$1/held"' _ "$T"
+  [[ $(cat "$T/cg" 2>/dev/null) != none ]] || skip "the run made no cgroup for its job here (no writable cgroup2)"
+  assert_eq "$(cat "$T/rel") $(cat "$T/held")" "64 0" "release through unshare -C -m with a fresh cgroup2 mount; status"
+  assert_free "$name"
+}
+
 # An operator outside every run and every cgroup namespace releases a run's lock by holder while a subtree of
 # the cgroup2 hierarchy with 20,100 groups is bind-mounted in its mount namespace (as a container's view is):
 # released (0). Its own path in /proc/self/cgroup is whole (the mount with root "/" lists it there), so no
@@ -516,6 +536,7 @@ run_case "mongolock killed: its guardian kills the job at once" mongolock_killed
 run_case "the run's own command cannot release its lock or shorten its lease (64)" own_command_cannot_free_its_lock
 run_case "... nor through a PID, mount, UTS or cgroup namespace (the job's cgroup says so; 64)" own_command_in_a_namespace
 run_case "... nor through a cgroup namespace past the search's 20,000 groups (unproven: 64)" own_command_in_a_cgroup_namespace_past_the_bound
+run_case "... nor through a cgroup namespace with a fresh cgroup2 mount of its own (64)" own_command_with_a_fresh_cgroup2_mount
 run_case "an operator beside a bind-mounted subtree of 20,100 groups, outside any namespace: released (0)" \
   operator_beside_a_big_bind_mounted_subtree
 run_case "renew --ttl shorter than a run's TTL from outside the run: 64, the lease unchanged" shorter_ttl_refused_from_outside
