@@ -22,10 +22,11 @@ namespace mongolock {
 // above it has a directory name that starts with `prefix`, found by walking the cgroup2 mount when
 // /proc/self/cgroup cannot say it: in a cgroup namespace (unshare -C) the path there is relative to the
 // namespace's root ("0::/"), while a mount made before the namespace still shows the whole hierarchy
-// (its mount root in /proc/self/mountinfo is then not "/"). Membership is read from cgroup.procs, which
+// (its mount root in /proc/self/mountinfo then starts with "/.."). Membership is read from cgroup.procs, which
 // lists the members as this process's PID namespace numbers them, so a new PID namespace hides nothing.
-// nullopt where no cgroup2 mount's root is outside the namespace ("/.." first: a mount of a subtree inside it,
-// such as a bind mount, shows nothing above; red team 10, F4), where none is found, or after 20,000 directories (a bound on a host with very many groups). Red team 8, F3.
+// nullopt where no cgroup2 mount's root is outside the namespace (a mount of a subtree inside it, such as a
+// bind mount, shows nothing above: red team 10, F4), where none is found, or after 20,000 directories (a bound
+// on a host with very many groups). Red team 8, F3.
 // `complete`, when given, is set false when the walk stopped at that bound with directories left, or could
 // not read a group's directory (EACCES: what is below it is unknown): then nullopt proves nothing (red team
 // 9, F1: a job that makes 20,000 groups first). Never throws.
