@@ -1,7 +1,24 @@
 #include "cli.hpp"
 
+#include <mongolock/mongo_store.hpp>
+
 #include <cstdio>
 #include <unistd.h>
+
+namespace {
+
+// Before any shared library's initializer (an entry of the executable's .preinit_array: glibc's _dl_init runs
+// those first), so that libmongoc's own, which Debian's build runs when the library is loaded, cannot print on
+// stderr (mongo_store.hpp).
+void before_library_initializers(int /*argc*/, char** /*argv*/, char** /*envp*/) {
+  mongolock::route_driver_log_early();
+}
+
+[[gnu::used,
+  gnu::section(".preinit_array")]] void (*const g_before_library_initializers)(int, char**,
+                                                                               char**) = before_library_initializers;
+
+} // namespace
 
 int main(int argc, char** argv) {
   const int code = mongolock::cli_main(argc, argv);

@@ -44,10 +44,17 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
   }
 }
 
+} // namespace
+
+void route_driver_log_early() noexcept { mongoc_log_set_handler(driver_log_handler, nullptr); }
+
+namespace {
+
 // libmongoc (Debian's build initializes itself when loaded, before main) keeps counters in
 // /dev/shm/mongoc-<pid> unless MONGOC_DISABLE_SHM is set in the environment, and removes the file in
 // mongoc_cleanup(). A process killed outright (a holder's SIGKILL) leaves it behind, and a later process
-// that gets the same pid cannot create its own and prints "Falling back to malloc for counters". So each
+// that gets the same pid cannot create its own and warns "Falling back to malloc for counters" (mongolock's
+// executable routes that to its own handler first: route_driver_log_early()). So each
 // mongolock removes its own file at once (the mapping stays valid; nothing else reads the counters), and
 // nothing is left behind whatever ends it. Only the file this very process has mapped and owns: never
 // another user's, and never one of a process with the same pid number in another pid namespace that

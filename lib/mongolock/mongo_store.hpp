@@ -10,6 +10,14 @@
 
 namespace mongolock {
 
+// Sends libmongoc's log messages to mongolock's handler (shown with -v once a MongoStore exists, dropped
+// before) instead of the driver's default one, which prints them on stderr. Meant for the executable's
+// .preinit_array (cli/main.cpp), which runs before the initializers of the shared libraries: Debian's
+// libmongoc initializes itself when it is loaded, before main, and warns there on stderr ("Falling back to
+// malloc for counters" when a /dev/shm/mongoc-<pid> that another program killed outright left behind has this
+// process's pid). Only sets the driver's handler (static data, no initialization needed); never throws.
+void route_driver_log_early() noexcept;
+
 struct StoreConfig {
   std::string uri = "mongodb://127.0.0.1:27017";
   std::string database = "mongolock";
