@@ -9,9 +9,10 @@ namespace {
 
 // Before any shared library's initializer (an entry of the executable's .preinit_array: glibc's _dl_init runs
 // those first), so that libmongoc's own, which Debian's build runs when the library is loaded, cannot print on
-// stderr (mongo_store.hpp).
+// stderr and keeps its counters in memory, not in /dev/shm (mongo_store.hpp).
 void before_library_initializers(int /*argc*/, char** /*argv*/, char** /*envp*/) {
   mongolock::route_driver_log_early();
+  mongolock::keep_driver_counters_in_memory();
 }
 
 [[gnu::used,
@@ -21,6 +22,7 @@ void before_library_initializers(int /*argc*/, char** /*argv*/, char** /*envp*/)
 } // namespace
 
 int main(int argc, char** argv) {
+  mongolock::drop_driver_counters_placeholder(); // the driver's initializer has run
   const int code = mongolock::cli_main(argc, argv);
 #ifndef __SANITIZE_ADDRESS__
   // Everything of the run is done here: its stores destroyed (endSessions sent), its files, cgroup and

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -49,12 +50,46 @@ void driver_log_handler(mongoc_log_level_t level, const char* domain, const char
 void route_driver_log_early() noexcept { mongoc_log_set_handler(driver_log_handler, nullptr); }
 
 namespace {
+int g_counters_placeholder = -1;        // keep_driver_counters_in_memory()'s file, open
+char g_counters_placeholder_path[48]{}; // "/dev/shm/mongoc-<pid>" (libmongoc 1.x: shm_open("/mongoc-%u"))
+} // namespace
+
+void keep_driver_counters_in_memory() noexcept {
+  // No snprintf: libc has not run its own initializer yet.
+  const char prefix[] = "/dev/shm/mongoc-";
+  char digits[16];
+  std::size_t n = 0;
+  for (auto pid = static_cast<unsigned>(getpid()); n == 0 || pid > 0; pid /= 10)
+    digits[n++] = static_cast<char>('0' + pid % 10);
+  std::memcpy(g_counters_placeholder_path, prefix, sizeof prefix - 1);
+  for (std::size_t i = 0; i < n; ++i)
+    g_counters_placeholder_path[sizeof prefix - 1 + i] = digits[n - 1 - i];
+  g_counters_placeholder_path[sizeof prefix - 1 + n] = '\0';
+  g_counters_placeholder =
+      open(g_counters_placeholder_path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);
+}
+
+void drop_driver_counters_placeholder() noexcept {
+  if (g_counters_placeholder < 0) return;
+  struct stat held {};
+  struct stat named {};
+  if (fstat(g_counters_placeholder, &held) == 0 && lstat(g_counters_placeholder_path, &named) == 0 &&
+      held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+    unlink(g_counters_placeholder_path);
+  }
+  close(g_counters_placeholder);
+  g_counters_placeholder = -1;
+}
+
+namespace {
 
 // libmongoc (Debian's build initializes itself when loaded, before main) keeps counters in
 // /dev/shm/mongoc-<pid> unless MONGOC_DISABLE_SHM is set in the environment, and removes the file in
 // mongoc_cleanup(). A process killed outright (a holder's SIGKILL) leaves it behind, and a later process
 // that gets the same pid cannot create its own and warns "Falling back to malloc for counters" (mongolock's
-// executable routes that to its own handler first: route_driver_log_early()). So each
+// executable routes that to its own handler first: route_driver_log_early(), and takes the name first so that
+// the driver keeps its counters in memory: keep_driver_counters_in_memory()). Where that did not happen (a
+// libmongoc that initializes itself in mongoc_init(), the unit tests' binaries), each
 // mongolock removes its own file at once (the mapping stays valid; nothing else reads the counters), and
 // nothing is left behind whatever ends it. Only the file this very process has mapped and owns: never
 // another user's, and never one of a process with the same pid number in another pid namespace that

@@ -18,6 +18,18 @@ namespace mongolock {
 // process's pid). Only sets the driver's handler (static data, no initialization needed); never throws.
 void route_driver_log_early() noexcept;
 
+// Also for the executable's .preinit_array, after route_driver_log_early(): makes an empty
+// /dev/shm/mongoc-<pid> (O_EXCL, 0600) so that the driver's initializer, which Debian's libmongoc runs when
+// it is loaded and which maps its counters into that file unless MONGOC_DISABLE_SHM is set (the environment
+// cannot be changed in time: libc sets it up after the .preinit_array), finds the name taken and keeps them
+// in memory. On a full /dev/shm the driver's first store into that mapping killed every mongolock command
+// with SIGBUS before main: exit 135, nothing on stderr (red team 8, F4). System calls only; never throws.
+void keep_driver_counters_in_memory() noexcept;
+
+// Removes the file keep_driver_counters_in_memory() made, once the driver's initializer has run (at the start
+// of main): only that file (the same inode it still holds open), never one it found there.
+void drop_driver_counters_placeholder() noexcept;
+
 struct StoreConfig {
   std::string uri = "mongodb://127.0.0.1:27017";
   std::string database = "mongolock";

@@ -336,6 +336,40 @@ SCRIPT
   assert_eq "$(cat "$T/run.rc")" 143 "exit status of the run after SIGTERM"
 }
 
+# A full /dev/shm (another program's leaked segments are enough): the driver's counters, which it maps there
+# when it is loaded unless MONGOC_DISABLE_SHM is set, killed every command with SIGBUS before main (exit 135,
+# nothing on stderr: red team 8, F4). mongolock takes the counters file's name before the driver is loaded,
+# so the driver keeps them in memory: status and run work as anywhere, and leave nothing in /dev/shm.
+full_dev_shm() {
+  ((EUID == 0)) || skip "needs root for a private /dev/shm"
+  command -v unshare >/dev/null || skip "no unshare(1)"
+  unshare --mount --propagation private true 2>/dev/null || skip "cannot create a mount namespace"
+  local name
+  name=$(lock_name)
+  cat >"$T/full.sh" <<'SCRIPT'
+set -u
+name=$1 out=$2
+mount -t tmpfs -o size=1m,mode=1777 tmpfs /dev/shm
+dd if=/dev/zero of=/dev/shm/fill bs=4k 2>/dev/null
+rc=0
+env -u MONGOC_DISABLE_SHM "$MONGOLOCK_BIN" status "$name" >"$out/status.out" 2>"$out/status.err" || rc=$?
+echo "$rc" >"$out/status.rc"
+rc=0
+env -u MONGOC_DISABLE_SHM "$MONGOLOCK_BIN" run "$name" -- echo job-ran >"$out/run.out" 2>"$out/run.err" || rc=$?
+echo "$rc" >"$out/run.rc"
+ls /dev/shm >"$out/left"
+SCRIPT
+  unshare --mount --propagation private bash "$T/full.sh" "$name" "$T" || fail "the namespace script failed"
+  assert_eq "$(cat "$T/status.rc")" 1 "exit status of status (a free lock) on a full /dev/shm"
+  assert_empty "$T/status.err"
+  [[ $(cat "$T/run.rc") == 0 ]] || fail_with "run on a full /dev/shm exited $(cat "$T/run.rc")" stderr "$T/run.err"
+  assert_eq "$(cat "$T/run.out")" job-ran "the job's output"
+  # (The holder-file sweep's stamp stays by design: mongolock-sweep-*.stamp.)
+  if grep -E '^(mongoc-|mongolock-run-)' "$T/left" >"$T/leftover"; then
+    fail_with "files left in /dev/shm" leftover "$T/leftover"
+  fi
+}
+
 uri_file_writable_by_others() {
   local name
   name=$(lock_name)
@@ -417,6 +451,7 @@ run_case "a held flock on the metrics directory: 2 s, one warning, exit and hist
 run_case "-v run 2>&1 | head -n 1: mongolock survives the closed pipe; the job has SIGPIPE default" closed_stderr_pipe
 run_case "SIGTERM after the release: exit = the job's, history ok" sigterm_after_release
 run_case "/dev/shm/mongoc-PID of others, dead or alive, are left alone; our own is removed" driver_counter_files
+run_case "a full /dev/shm: status and run work (the driver's counters in memory), nothing left there" full_dev_shm
 run_case "--uri-file writable by group/others or owned by another user: exit 64 with the fix" \
   uri_file_writable_by_others
 run_case "a config file writable by others or owned by another user: exit 64 with the fix" \
