@@ -64,15 +64,19 @@ bool path_exists(const std::string& path) {
 
 // The config file read when neither --config nor MONGOLOCK_CONFIG names one: the first of
 // $XDG_CONFIG_HOME/mongolock/config (~/.config/mongolock/config) and /etc/mongolock.conf that exists; ""
-// when there is none.
-std::string default_config_file() {
-  std::string xdg = env_set("XDG_CONFIG_HOME") ? std::getenv("XDG_CONFIG_HOME") : "";
-  if (xdg.empty() && env_set("HOME")) xdg = std::string(std::getenv("HOME")) + "/.config";
-  for (const auto& path :
-       {xdg.empty() ? std::string() : xdg + "/mongolock/config", std::string("/etc/mongolock.conf")}) {
-    if (path_exists(path)) return path;
-  }
-  return {};
+// when there is none. Looked up once a process: whether `run` is defined alone (defines_run_alone()) and
+// which file is applied (settle_globals()) must come from the same look, even if a file appears between them.
+const std::string& default_config_file() {
+  static const std::string found = [] {
+    std::string xdg = env_set("XDG_CONFIG_HOME") ? std::getenv("XDG_CONFIG_HOME") : "";
+    if (xdg.empty() && env_set("HOME")) xdg = std::string(std::getenv("HOME")) + "/.config";
+    for (const auto& path :
+         {xdg.empty() ? std::string() : xdg + "/mongolock/config", std::string("/etc/mongolock.conf")}) {
+      if (path_exists(path)) return path;
+    }
+    return std::string();
+  }();
+  return found;
 }
 
 // Adds --long-name with its MONGOLOCK_LONG_NAME variable.
@@ -637,7 +641,7 @@ void settle_globals(Cli& c, VerbosityFlags flags, Log& log) {
   } else if (env_set("MONGOLOCK_CONFIG")) {
     file_uri = apply_config_file(c.app, std::getenv("MONGOLOCK_CONFIG"), "config file (MONGOLOCK_CONFIG)", file_timeout,
                                  c.sources.config_lines);
-  } else if (const auto path = default_config_file(); !path.empty()) {
+  } else if (const auto& path = default_config_file(); !path.empty()) {
     file_uri = apply_config_file(c.app, path, "config file", file_timeout, c.sources.config_lines);
   }
   auto& global = c.global;
