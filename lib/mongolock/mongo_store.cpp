@@ -3,6 +3,7 @@
 // (exit 69) with the operation named and the URI's password redacted. This file: the driver, the client,
 // the per-call deadline of the kept connection, the server's clock, indexes and server information.
 #include <mongolock/store/impl.hpp>
+#include <mongolock/text.hpp>
 
 #include <fmt/format.h>
 
@@ -57,14 +58,8 @@ char g_counters_placeholder_path[48]{}; // "/dev/shm/mongoc-<pid>" (libmongoc 1.
 void keep_driver_counters_in_memory() noexcept {
   // No snprintf: libc has not run its own initializer yet.
   const char prefix[] = "/dev/shm/mongoc-";
-  char digits[16];
-  std::size_t n = 0;
-  for (auto pid = static_cast<unsigned>(getpid()); n == 0 || pid > 0; pid /= 10)
-    digits[n++] = static_cast<char>('0' + pid % 10);
   std::memcpy(g_counters_placeholder_path, prefix, sizeof prefix - 1);
-  for (std::size_t i = 0; i < n; ++i)
-    g_counters_placeholder_path[sizeof prefix - 1 + i] = digits[n - 1 - i];
-  g_counters_placeholder_path[sizeof prefix - 1 + n] = '\0';
+  *write_decimal(g_counters_placeholder_path + sizeof prefix - 1, static_cast<unsigned>(getpid())) = '\0';
   g_counters_placeholder =
       open(g_counters_placeholder_path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);
 }

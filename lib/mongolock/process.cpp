@@ -3,6 +3,7 @@
 #include <mongolock/guardian_deadline.hpp>
 #include <mongolock/liveness.hpp>
 #include <mongolock/process.hpp>
+#include <mongolock/text.hpp>
 
 #include <fmt/format.h>
 
@@ -527,16 +528,7 @@ sigset_t block_guardian_signals(int kill_signal) {
 void record_job_group(int fd, pid_t pgid, const char* cgroup) {
   if (fd < 0) return;
   char text[4200];
-  char digits[24];
-  std::size_t d = sizeof digits;
-  for (auto v = static_cast<unsigned long>(pgid); d > 0;) {
-    digits[--d] = static_cast<char>('0' + v % 10);
-    v /= 10;
-    if (v == 0) break;
-  }
-  std::size_t n = 0;
-  for (std::size_t i = d; i < sizeof digits; ++i)
-    text[n++] = digits[i];
+  auto n = static_cast<std::size_t>(write_decimal(text, static_cast<unsigned long>(pgid)) - text);
   text[n++] = '\n';
   const std::size_t path_length = cgroup == nullptr ? 0 : std::strlen(cgroup);
   if (path_length > 0 && path_length < sizeof text - n - 1) {

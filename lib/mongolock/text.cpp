@@ -83,4 +83,16 @@ std::string quoted_list(const std::vector<std::string>& items, std::size_t max) 
   return out;
 }
 
+char* write_decimal(char* out, unsigned long value) noexcept {
+  char digits[20];
+  std::size_t n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0);
+  while (n > 0)
+    *out++ = digits[--n];
+  return out;
+}
+
 } // namespace mongolock

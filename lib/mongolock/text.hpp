@@ -31,6 +31,11 @@ namespace mongolock {
 // without control characters (is_control()). Throws Error (exit 64) naming `what` and the byte offset.
 void validate_printable_text(std::string_view text, std::string_view what);
 
+// Writes `value` in decimal at `out`, which must have room for 20 characters, and returns the end (no
+// terminating NUL). No allocation and no locale: usable where only system calls are (a forked child, the
+// executable's .preinit_array before libc's own initializer). Never throws.
+char* write_decimal(char* out, unsigned long value) noexcept;
+
 // "'a', 'b', 'c'" for messages: each item quoted, at most `max` of them, then "and N more" (a run of
 // hundreds of names still says it in a short line).
 [[nodiscard]] std::string quoted_list(const std::vector<std::string>& items, std::size_t max = 8);

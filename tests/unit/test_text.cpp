@@ -4,7 +4,10 @@
 #include <mongolock/log.hpp>
 #include <mongolock/text.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <utility>
 
 using namespace mongolock;
 using namespace std::string_literals;
@@ -74,4 +77,17 @@ TEST_CASE("quoted_list quotes each item and names how many more there are past t
   CHECK(quoted_list({"a", "b", "c", "d"}, 2) == "'a', 'b' and 2 more");
   std::vector<std::string> many(300, "x");
   CHECK(quoted_list(many).size() < 60);
+}
+
+TEST_CASE("write_decimal writes a number's digits and returns their end, without a NUL") {
+  char out[24];
+  for (const auto& [value, text] : {std::pair<unsigned long, std::string>{0, "0"},
+                                    {7, "7"},
+                                    {4242, "4242"},
+                                    {18446744073709551615UL, "18446744073709551615"}}) {
+    std::fill(std::begin(out), std::end(out), 'x');
+    char* end = mongolock::write_decimal(out, value);
+    CHECK(std::string(out, end) == text);
+    CHECK(*end == 'x');
+  }
 }
