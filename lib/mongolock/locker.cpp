@@ -312,9 +312,10 @@ namespace {
 // (wakes_waiters()), there may be none, and the waiters' own checks find the free lock anyway: a -v line
 // (the first such event of a collection can meet FerretDB SQLite's "database is locked" while it creates
 // the events collection; stop 4's CI warned in suites without waiters).
-void append_wake_event(LockStore& store, const LockRecord& lock, const Log& log) {
+// `replaced`: a k_replace_event instead of the event naming its ticket (Locker::wake_as_replaced()).
+void append_wake_event(LockStore& store, const LockRecord& lock, const Log& log, bool replaced) {
   try {
-    store.append_event(lock.name, lock.ticket);
+    store.append_event(lock.name, replaced ? k_replace_event : std::string_view(lock.ticket));
   } catch (const Error& e) {
     if (lock.waiters) {
       log.warning(
@@ -332,7 +333,8 @@ void append_wake_event(LockStore& store, const LockRecord& lock, const Log& log)
 bool Locker::remove_and_wake(const LockSelector& which) {
   const auto removed = m_store.remove_returning(which);
   if (!removed) return false;
-  if (wakes_waiters(*removed, m_store.clock().latest_now())) append_wake_event(m_store, *removed, m_log);
+  if (m_replaced || wakes_waiters(*removed, m_store.clock().latest_now()))
+    append_wake_event(m_store, *removed, m_log, m_replaced);
   return true;
 }
 
@@ -383,7 +385,8 @@ ReleaseOutcome Locker::release_found(const LockSelector& which, const LockRecord
   in_hold.expires_after = m_store.clock().latest_now();
   if (m_store.mark_released(in_hold, now, current.hold_until) != 1) return {ReleaseOutcome::not_holder, {}, {}};
   // The head learns the earlier expiry now rather than at its next check.
-  if (wakes_waiters(current, m_store.clock().latest_now())) append_wake_event(m_store, current, m_log);
+  if (m_replaced || wakes_waiters(current, m_store.clock().latest_now()))
+    append_wake_event(m_store, current, m_log, m_replaced);
   return {ReleaseOutcome::min_hold, current.hold_until, {}};
 }
 

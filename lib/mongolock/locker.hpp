@@ -178,6 +178,13 @@ public:
   // Error (69) when the server fails; nothing depends on it but how soon a waiter is woken.
   int mark_if_waited(std::vector<LockRecord>& locks);
 
+  // With `replaced` (from now on) every release by this Locker appends a k_replace_event (lock_store.hpp) as its
+  // wake-up event, in place of the event naming its ticket, and whether or not it would wake waiters (wakes_waiters()):
+  // for a run stopped for a replacing run (run --replace). The replacing run joined at the queue's front; a waiter
+  // woken by an ordinary event tries at once, and one that missed the replacing run's announcement (an event lost) took
+  // the lock ahead of it (session 10's CI). Woken by this event, every waiter reads the queue first.
+  void wake_as_replaced(bool replaced = true) { m_replaced = replaced; }
+
   // Deletes the one document `which` selects (findAndModify remove); when it wakes waiters (wakes_waiters():
   // marked `waiters`, or a run's lock held k_wake_window or longer), then appends a wake-up event naming its
   // ticket (a failure of that is only logged). True when one was
@@ -241,6 +248,7 @@ private:
 
   LockStore& m_store;
   const Log& m_log;
+  bool m_replaced = false;           // wake_as_replaced()
   bool m_own_warned = false;         // the warning that the caller's own identity holds a name was given
   std::vector<LockRecord> m_orphans; // inserts whose reply was lost and whose clean-up failed (own_orphan())
 };

@@ -532,26 +532,14 @@ private:
     return m_recorder.finish(&m_store, Outcome::lease_lost, m_options.lost_exit_code, ended, result.command_signal);
   }
 
-  // run --replace, stopped for a newer replacing run: release (waking the queue, where the replacing run
-  // is first), record `replaced`, exit with the conflict code (75 unless -E).
+  // run --replace, stopped for a newer replacing run: release (its wake-up event a k_replace_event: every waiter
+  // reads the queue, where the replacing run is first, before it tries), record `replaced`, exit with the
+  // conflict code (75 unless -E).
   int finish_replaced(const RunOutcome& result, std::optional<LocalTime> ended) {
+    m_locker.wake_as_replaced();
     const auto released = release_after_run(m_locker, locks(), m_log);
-    wake_the_queue();
     return m_recorder.finish(released == RunRelease::failed ? nullptr : &m_store, Outcome::replaced,
                              m_global.conflict_exit_code, ended, result.command_signal, result.replaced_by);
-  }
-
-  // After a replaced run's release: a wake-up event per name whose lock was not marked `waiters` (the
-  // replacing run may have come after the last renewal's look at the queue), so it takes the lock at once.
-  void wake_the_queue() {
-    for (const auto& lock : locks()) {
-      if (lock.waiters) continue;
-      try {
-        m_store.append_event(lock.name, "");
-      } catch (const Error& e) {
-        m_log.debugf("could not wake the replacing run ({}); it notices within its next check", e.what());
-      }
-    }
   }
 
   const GlobalOptions& m_global;

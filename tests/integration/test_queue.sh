@@ -4,6 +4,7 @@
 # ticket; break and a release during --min-hold wake the head; a dead holder's lock passes to the head
 # after TTL + grace; slots and several names keep the order; status and list show the queue.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/failproxy.sh"
 
 HOLDER="$HOST:4242" # a holder identity other than any caller here
 TICKET_LEASE_MS=4000 # QueueTiming::ticket_lease
@@ -533,18 +534,29 @@ only_the_first_follow_events() {
 # the capped collection to its `max` only once a minute: a waiter that starts following deletes the
 # events older than both the 10 newest and 2 s (docs/benchmarks.md). Never on MongoDB (a deleted event
 # under a tailing cursor loses its place there). The trimmed cursor is still woken by the release.
+# With `refused`, the waiter's first trim is refused (at the wire, with what FerretDB's SQLite backend once answered
+# in CI for a collection just created): it is tried once more.
 old_wake_up_events_are_trimmed_on_ferretdb() {
-  local name w ferretdb
+  local name w ferretdb refused=${1:-}
   local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_trim # a fresh events collection
   name=$(lock_name)
   ferretdb=$(python3 "$ITEST_DIR/mongo.py" is-ferretdb) || fail "cannot ask the server what it is"
   python3 "$ITEST_DIR/mongo.py" drop || fail "cannot drop the collections"
   python3 "$ITEST_DIR/mongo.py" insert-events 40 60000 || fail "cannot plant the old events"
   ml acquire "$name" --process "$HOLDER" >/dev/null
-  start_waiter w "$name" --wait 60s -v
+  if [[ -n $refused ]]; then
+    failproxy_start
+    proxy fail delete/_events times 1 error 1 msg "SQL logic error: no such table: ${MONGOLOCK_COLLECTION}_events (1)"
+    MONGOLOCK_URI=$FP_URI start_waiter w "$name" --wait 60s -v
+  else
+    start_waiter w "$name" --wait 60s -v
+  fi
   w=$BG_PID
   wait_until 10 grep -q "command getMore sent" "$T/w.err"
   if [[ $ferretdb == 1 ]]; then
+    if [[ -n $refused ]]; then
+      assert_matches "$T/w.err" "could not trim the wake-up events \(.*no such table.*\); once more$"
+    fi
     assert_matches "$T/w.err" "trimmed 30 wake-up events \(FerretDB\)"
     assert_eq "$(python3 "$ITEST_DIR/mongo.py" events)" "10" "wake-up events left (the 10 newest)"
   else
@@ -579,4 +591,5 @@ run_case "--slots: a freed slot goes to the head of the queue" slots_go_to_the_h
 run_case "several names: first in line on all, no deadlock" several_names_keep_the_order
 run_case "status and list (text and --json) show the queue" status_and_list_show_the_queue
 run_case "a waiter that starts following trims old wake-up events on FerretDB only, and is woken" old_wake_up_events_are_trimmed_on_ferretdb
+run_case "a refused trim of old wake-up events is tried once more (FerretDB)" old_wake_up_events_are_trimmed_on_ferretdb refused
 finish

@@ -4,6 +4,7 @@
 # releases and exits 75 (history outcome `replaced`); the replacing run takes the lock ahead of queued
 # waiters. A holder started without --replace runs to its end; of two waiting replacing runs the newer wins.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/failproxy.sh"
 
 # A job that notes its start ("start LABEL MS") and a SIGTERM ("term LABEL MS") in $T/log, then sleeps.
 # With IGNORE=1 it ignores SIGTERM.
@@ -83,6 +84,34 @@ ahead_of_waiters() {
   expect_bg_exit 0 "$b" b
   expect_bg_exit 0 "$w" w
   (($(start_ms b) < $(start_ms w))) || fail "the waiter ran before the replacing run: $(tr '\n' ' ' <"$T/log")"
+}
+
+# The same when the waiter never learns of the replacing run from its announcement (the event lost: dropped
+# here at the wire; FerretDB can lose an event appended at the end of a cursor's await): the replaced run's
+# release tells the waiters to read the queue again, so the waiter woken by it does not take the lock ahead
+# of the replacing run (session 10's CI: the waiter started 13 ms before the replacing run).
+ahead_of_waiters_announcement_lost() {
+  NAME=$(lock_name)
+  failproxy_start
+  : >"$T/log"
+  start_job a --replace
+  local a=$BG_PID
+  wait_until 10 started a
+  start_bg w "$MONGOLOCK_BIN" -v run "$NAME" --wait 60s -- sh -c 'echo start w $(date +%s%3N) >>"$1"' _ "$T/log"
+  local w=$BG_PID
+  wait_until 10 has_ticket
+  sleep 0.5
+  proxy fail insert/_events times 1 error 2 nolabel
+  start_bg b env MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" -v run "$NAME" --replace -- \
+    sh -c 'echo start b $(date +%s%3N) >>"$1"; sleep 1' _ "$T/log"
+  local b=$BG_PID
+  expect_bg_exit 75 "$a" a
+  expect_bg_exit 0 "$b" b
+  expect_bg_exit 0 "$w" w
+  grep -q "could not announce the replacing run" "$T/b.err" ||
+    fail_with "the fault did not drop the replacing run's announcement" b "$T/b.err" proxy "$PROXY_LOG"
+  (($(start_ms b) < $(start_ms w))) ||
+    fail_with "the waiter ran before the replacing run: $(tr '\n' ' ' <"$T/log")" w "$T/w.err" b "$T/b.err"
 }
 
 # A holder started without --replace is not stopped: the replacing run waits for its end and runs first
@@ -230,6 +259,7 @@ bad_combinations() {
 run_case "run --replace: the holder's job is stopped, the newest run starts" newest_run_wins
 run_case "run --replace: a job that ignores SIGTERM is killed after the kill grace" ignores_sigterm
 run_case "run --replace: ahead of waiters that queued first" ahead_of_waiters
+run_case "run --replace: ahead of waiters that queued first, its announcement lost" ahead_of_waiters_announcement_lost
 run_case "run --replace: a holder without --replace runs to its end; the newest replacing run wins" only_replaceable_holders
 run_case "run --replace: only a newer replacing run stops a replacing holder" only_newer_replacing_runs
 run_case "run --replace from another host" from_another_host

@@ -335,6 +335,7 @@ void Client::start(std::vector<LockRecord> locks) {
     m_world.acquired(lock);
   m_locks = std::move(locks);
   m_lost = false;
+  m_replaced_by.clear();
   m_state = State::finishing;
   m_run_names = m_wants;
   m_wants.clear();
@@ -357,7 +358,6 @@ void Client::start(std::vector<LockRecord> locks) {
   m_renewing = first_only ? std::vector<LockRecord>{m_locks.front()} : std::vector<LockRecord>{};
   // run --replace: the heartbeat reads the queue for a newer replacing run between renewals (Supervisor).
   const auto replace_check = m_replace ? std::optional(mongolock::RunPolicy{}.replace_check) : std::nullopt;
-  m_replaced_by.clear();
   m_heart = std::make_unique<mongolock::HeartbeatSteps>(
       m_locker, first_only ? m_renewing : m_locks, timing, m_log, [this](LocalTime deadline) { renewed(deadline); },
       replace_check);
@@ -500,6 +500,9 @@ void Client::finish() {
 
 // release_after_run(): each lock in turn, a failure of one does not keep the others.
 void Client::release_all() {
+  // Run::finish_replaced(): a run stopped for a replacing run wakes the queue with k_replace_event.
+  const bool replaced = !m_replaced_by.empty() && m_world.config().plant != Plant::ignore_replace;
+  m_locker.wake_as_replaced(replaced && m_world.config().plant != Plant::plain_wake);
   for (std::size_t i = 0; i < m_locks.size(); ++i) {
     const auto& lock = m_locks[i];
     // The lease counts as valid (the release is sent before its deadline): a --min-hold must be kept.
@@ -507,6 +510,7 @@ void Client::release_all() {
         m_heart && !m_lost && local_now() < (i < renewed_count() ? m_heart->deadline(i) : m_heart->deadline());
     try {
       const LockSelector which{.program = lock.program, .id = lock.id, .token = lock.token};
+      if (replaced) m_world.replaced_release(lock.name);
       mongolock::ReleaseOutcome result;
       if (m_world.config().plant == Plant::no_hold) {
         result.kind = m_locker.remove_and_wake(which) ? mongolock::ReleaseOutcome::released

@@ -101,6 +101,8 @@ public:
   [[nodiscard]] std::string waiting_as() const;
   // A run --replace holding its locks (replaceable: its heartbeat reads the queue for a newer replacing run).
   [[nodiscard]] bool replaceable() const { return m_replace && m_state == State::holding && !m_lost; }
+  // A replacing run (run --replace) in the queue, not yet holding.
+  [[nodiscard]] bool replacing_waiter() const { return m_replace && !waiting_as().empty(); }
   // Its job is being stopped for a replacing run (Supervisor's `replaced` state).
   [[nodiscard]] bool replaced() const { return !m_replaced_by.empty(); }
   // Not stopped and not held up in a call by others' calls (as head_since()): since when.

@@ -699,6 +699,12 @@ std::vector<mongolock::TicketRecord> SimStore::tickets(const std::vector<std::st
 void SimStore::append_event(std::string_view name, std::string_view ticket) {
   const std::string n(name);
   const std::string t(ticket);
+  // A waiting replacing run's announcement refused (Config::p_announce_lost): Waiter::announce_replace() goes on.
+  // (Not a waiter's back in its old place after an outage, whose loss no release can make good: by design.)
+  if (t == mongolock::k_replace_event && m_client.replacing_waiter() && m_world.announcement_lost()) {
+    m_world.note(fmt::format("  server: event {} '{}' by c{} refused (announcement lost)", n, t, m_client.id()));
+    throw Error(mongolock::k_exit_unavailable, "insert (event): refused", false);
+  }
   (void)call<bool>(
       "insert (event)",
       [this, n, t] {

@@ -90,6 +90,7 @@ constexpr std::pair<Plant, const char*> k_plants[] = {
     {Plant::hidden_proof, "hidden-proof"},
     {Plant::no_margin, "no-margin"},
     {Plant::ignore_replace, "ignore-replace"},
+    {Plant::plain_wake, "plain-wake"},
     {Plant::late_record, "late-record"},
     {Plant::stale_renewal, "stale-renewal"},
     {Plant::ticket_filter, "ticket-filter"},
@@ -144,11 +145,14 @@ bool Rng::chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-5
 
 World::World(std::uint64_t seed, std::optional<WriteSemantics> semantics, Plant plant, bool edge, bool multi,
              bool same_host, bool operators)
-    : m_rng(seed), m_config(draw_config(m_rng, semantics, plant, edge, multi)), m_start(k_start), m_now(k_start),
+    : m_rng(seed), m_announce_rng(seed ^ 0x616e6e6f756e6365ULL),
+      m_config(draw_config(m_rng, semantics, plant, edge, multi)), m_start(k_start), m_now(k_start),
       m_truth(k_epoch, Millis(0), k_start), m_server(m_config.semantics, m_truth) {
   draw_more(seed, m_config, same_host);
   draw_drift(seed, m_config);
   draw_operator(seed, m_config, operators);
+  // Replacing runs whose announcements are all refused in 1 replace schedule in 2 (Config::p_announce_lost).
+  if (m_config.p_replace > 0 && m_announce_rng.chance(0.5)) m_config.p_announce_lost = 1.0;
   // Within --grace the drift a client's estimate gathers widens the server-clock bounds; beyond it they widen by
   // the grace only (what the grace covers), and a violation is the man page's limit.
   if (m_config.drift_beyond_grace()) global_fault(LocalTime::max()); // a lease may be lost to the drift
@@ -231,7 +235,7 @@ void World::draw_more(std::uint64_t seed, Config& c, bool same_host) {
                                     : c.grace + rng.millis(Millis(1), Millis(3000));
   }
   // run --replace refuses --slots (a semaphore has several holders).
-  if (rng.chance(c.plant == Plant::ignore_replace ? 1.0 : 0.25)) {
+  if (rng.chance(c.plant == Plant::ignore_replace || c.plant == Plant::plain_wake ? 1.0 : 0.25)) {
     for (auto& [name, slots] : c.slots)
       slots = 1;
     c.p_replace = rng.chance(0.5) ? 0.5 : 0.25;
@@ -593,8 +597,13 @@ void World::queue_grant(const mongolock::LockRecord& lock) {
     // Nor one whose announcement (the k_replace_event after its join) did not reach the server: the waiter
     // behind, woken by the release's event, takes the lock without reading the queue (best effort, by design: the
     // replacing run waits one more holder). A transient error cuts it while the run waits on (Waiter::pause_after).
+    // Unless a replaced run released the name since it joined: that release's event tells every waiter to read
+    // the queue first (Locker::wake_as_replaced()).
     const auto announced = m_replace_events.find(t.name);
-    const bool unannounced = announced == m_replace_events.end() || announced->second + slack() < t.since;
+    const auto replaced = m_replaced_releases.find(t.name);
+    const bool after_replaced = replaced != m_replaced_releases.end() && replaced->second > t.since + slack();
+    const bool unannounced =
+        !after_replaced && (announced == m_replace_events.end() || announced->second + slack() < t.since);
     if (waits && unannounced) count("replacing runs passed whose announcement was lost (by design)");
     return !waits || unannounced || t.since + Millis(1000) + m_config.max_rtt + slack() > now;
   };

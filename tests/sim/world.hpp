@@ -46,7 +46,9 @@ enum class Plant {
   hidden_proof,   // the same-host takeover treats hidden evidence as proof (hidepid, EPERM, an unseen cgroup)
   no_margin,      // the lease timing keeps no safety margin (renew deadline + kill grace = TTL)
   ignore_replace, // a run --replace holder never stops for a replacing run (Supervisor::check_replaced missing)
-  late_record,    // run --once-per records its success after the release (issue #19), not before it
+  plain_wake,  // a run stopped for a replacing run releases with its ordinary wake-up event (Locker::wake_as_replaced()
+               // missing): a waiter that missed the replacing run's announcement takes the lock ahead of it
+  late_record, // run --once-per records its success after the release (issue #19), not before it
   stale_renewal,  // 1 renewal in 5 is sent with a stale token: it matches nothing and the lease is lost for no reason
   ticket_filter,  // a queue ticket's renewal selects `expires_at > new expiry` (not > now): it never matches
   drift_margin,   // no safety margin (as no_margin) and no slow deaths: only a holder's slow clock, drifting within
@@ -108,6 +110,10 @@ struct Config {
   Millis max_dying{0};
   // run --replace (1 schedule in 4 whose names have one slot each): an attempt is a replacing run this often.
   double p_replace = 0;
+  // A replacing run's announcement (the k_replace_event after its join) refused by the server this often (every one,
+  // in 1 replace schedule in 2), so that waiters behind miss it and only the replaced run's release tells them
+  // (Locker::wake_as_replaced()).
+  double p_announce_lost = 0;
   // A step of the server's clock (an NTP step; 1 schedule in 5): by `clock_step` (negative: back) at
   // `clock_step_at` after the start. Within --grace (and forward, within grace + the safety margin) every
   // invariant holds, each server-clock bound widened by the step; beyond it exclusion may break (the man
@@ -262,6 +268,15 @@ public:
   void queue_grant(const mongolock::LockRecord& lock);
   // A replacing run's announcement (WakeEvent k_replace_event) of `name` was appended on the server now.
   void replace_announced(const std::string& name) { m_replace_events[name] = server_now(); }
+  // Whether the announcement sent now is refused (Config::p_announce_lost; its own generator, so that the other
+  // draws stay as they were).
+  [[nodiscard]] bool announcement_lost() {
+    return m_config.p_announce_lost > 0 && m_announce_rng.chance(m_config.p_announce_lost);
+  }
+  // A run stopped for a replacing run (run --replace) sends the release of its lock of `name` now: its wake-up
+  // event is a k_replace_event (Locker::wake_as_replaced()), so no waiter passes a replacing run that joined
+  // before, announced or not (session 10's CI: the waiter, woken by the release, went first).
+  void replaced_release(const std::string& name) { m_replaced_releases[name] = server_now(); }
   // `lock`, taken without a ticket by a --wait run whose wait began at `waiting_since` (it found nobody
   // waiting), was inserted just now: no ticket of its name that joined before then (on the server's clock,
   // less a round trip) may still be live, unless it lapsed once or was used, or holds a far waiter's lease.
@@ -346,6 +361,7 @@ private:
   [[nodiscard]] std::string fmt_time(LocalTime t) const;
 
   Rng m_rng;
+  Rng m_announce_rng; // announcement_lost()
   Config m_config;
   LocalTime m_start;
   LocalTime m_now;
@@ -401,7 +417,9 @@ private:
   std::vector<LocalTime> m_untils;                    // the run_until() calls in progress, outermost first
   std::map<std::string, LocalTime> m_free_since;      // per name: no lock document on the server since
   std::map<std::string, ServerTime> m_replace_events; // per name: the last replacing run's announcement (server clock)
-  std::map<std::string, LocalTime> m_orphan_since;    // _id of lock documents no live client holds: since
+  std::map<std::string, ServerTime>
+      m_replaced_releases;                         // per name: the last replaced run's release, sent (server clock)
+  std::map<std::string, LocalTime> m_orphan_since; // _id of lock documents no live client holds: since
   std::set<std::tuple<LocalTime, std::string, std::string>> m_operator_reads; // operator_read(): (sent, named, _id)
   std::deque<std::string> m_trace;
   std::map<std::string, long> m_counts;

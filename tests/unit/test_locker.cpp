@@ -168,6 +168,30 @@ TEST_CASE("A waiter never updates a lock document; the holder marks its own lock
   CHECK(event->name == "job");
 }
 
+TEST_CASE("A replaced run's release wakes the queue with a replace event, marked or not") {
+  // run --replace: the release of a run stopped for a replacing run tells every waiter to read the queue
+  // first (the replacing run joined at its front), even when the lock was never marked `waiters` and was held
+  // only briefly (no event otherwise); an ordinary release names its ticket, or sends nothing.
+  MemoryStore store;
+  Locker holder(store, quiet);
+  auto feed = store.follow_events(1500ms);
+  auto plain = holder.try_acquire(request("plain", "a:1"));
+  REQUIRE(plain);
+  CHECK(holder.release(LockSelector{.program = "plain", .id = plain->id, .token = plain->token}).kind ==
+        ReleaseOutcome::released);
+  CHECK_FALSE(feed->wait({"plain"})); // held briefly, not marked: no event
+  auto lock = holder.try_acquire(request("job", "a:1"));
+  REQUIRE(lock);
+  REQUIRE_FALSE(lock->waiters);
+  holder.wake_as_replaced();
+  CHECK(holder.release(LockSelector{.program = "job", .id = lock->id, .token = lock->token}).kind ==
+        ReleaseOutcome::released);
+  const auto event = feed->wait({"job"});
+  REQUIRE(event);
+  CHECK(event->name == "job");
+  CHECK(event->ticket == k_replace_event);
+}
+
 TEST_CASE("A late copy of an older renewal matches nothing: the expiry never moves back") {
   // A renewal that timed out on the client may still reach the server after the retry succeeded (a
   // middlebox, a server that read it late). renewed_at only grows, and the filter wants an older one.
