@@ -342,8 +342,8 @@ std::vector<std::int64_t> MongoStore::Impl::newest_event_times() {
 // record again on every getMore), so the newest events stay. Not on MongoDB: there a deleted event under
 // a cursor loses its place (CappedPositionLost), and its capped collection never holds more than `max`.
 // Best effort: a failure is tried once more at once (the delete is idempotent; FerretDB's SQLite backend once
-// answered "no such table" for the collection that the same waiter had just read, stop 37's CI), then leaves the
-// events to FerretDB's own trim.
+// answered "no such table" for the collection that the same waiter had just read, in a CI run of session 10), then
+// leaves the events to FerretDB's own trim.
 void MongoStore::Impl::trim_events(const std::vector<std::int64_t>& newest, std::int64_t now) {
   if (static_cast<std::int64_t>(newest.size()) < k_events_kept || !is_ferretdb()) return;
   const auto before = std::min(*std::min_element(newest.begin(), newest.end()), now - k_events_kept_ms);
