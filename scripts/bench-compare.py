@@ -5,7 +5,9 @@
 
 CURRENT, BASELINE: mongolock binaries; FLOOR: scripts/bench-floor.c built (the commands an executed run
 needs, with libmongoc; its "floor --contract" row adds the holder file, guardian and job cgroup a run keeps
-by contract). The server is MONGOLOCK_TEST_URI (scripts/test-server starts it). Every figure is
+by contract). With BENCH_FLOOR_STATIC (a path), the same floor linked as mongolock is, libmongoc from its
+archive, is a row too ("floor, static libmongoc"): the link's own gain is then not counted as mongolock's.
+The server is MONGOLOCK_TEST_URI (scripts/test-server starts it). Every figure is
 taken interleaved (current, baseline, floor, etcd in an order shuffled anew each round, RUNS rounds: in a
 rotating order each tool always ran right after the same one, and the one after etcd paid for it, 1.04-1.05x
 current against a copy of itself) and read as paired
@@ -289,6 +291,9 @@ def main():
                      "floor": [floor, uri, DATABASE, COLLECTION + "_floor", "one-f"],
                      # The floor plus what a run does on the host by contract: holder file, guardian, job cgroup.
                      "floor --contract": [floor, uri, DATABASE, COLLECTION + "_floor", "one-g", "--contract"]}
+            if os.environ.get("BENCH_FLOOR_STATIC"):
+                tools["floor, static libmongoc"] = [os.environ["BENCH_FLOOR_STATIC"], uri, DATABASE,
+                                                    COLLECTION + "_floor", "one-s"]
             if etcd:
                 tools["etcdctl lock"] = ["etcdctl", "--endpoints", endpoint, "lock", "one", "--", "true"]
             else:

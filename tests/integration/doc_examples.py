@@ -30,12 +30,12 @@ import sys
 
 SUBCOMMANDS = ["acquire", "release", "renew", "run", "status", "list", "history", "break", "doctor", "init",
                "completion"]
-# Variables that are not options: what run exports to the job, and the scripts' own.
+# Variables that are not options: what run exports to the job, the scripts' own, and CMake's options.
 NOT_OPTIONS = {"MONGOLOCK_NAME", "MONGOLOCK_TOKEN", "MONGOLOCK_PROCESS", "MONGOLOCK_FENCE", "MONGOLOCK_SLOT",
                "MONGOLOCK_TEST_URI", "MONGOLOCK_TEST_BACKEND", "MONGOLOCK_BUILD_DIR", "MONGOLOCK_CACHE_DIR",
                "MONGOLOCK_REQUIRE_SERVER", "MONGOLOCK_FAULT_RESULTS", "MONGOLOCK_MAINTAINER",
                "MONGOLOCK_SANITIZE", "MONGOLOCK_WERROR", "MONGOLOCK_DEBUG_COMMANDS", "MONGOLOCK_TEST_TMP",
-               "MONGOLOCK_BIN"}
+               "MONGOLOCK_BIN", "MONGOLOCK_STATIC_DRIVER"}
 
 
 def plain_man(text):
