@@ -4,22 +4,30 @@
 # the time left. libfaketime fakes the client only; the server runs on the real clock.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-if ! command -v faketime >/dev/null || [[ $(faketime -f '+2h' date +%s 2>/dev/null || true) != [0-9]* ]]; then
-  if [[ ${MONGOLOCK_REQUIRE_SERVER:-} == 1 ]]; then fail "faketime (Debian package faketime) is missing or broken"; fi
-  echo "skipped: faketime (Debian package faketime) is missing or broken"
-  exit 77
-fi
-
 # skewed OFFSET CMD...: CMD with a wall clock OFFSET (+2h, -2h) off. A wrong wall clock does not move the
-# monotonic clock, so libfaketime is told to leave CLOCK_MONOTONIC alone. faketime preloads libfaketime
-# (LD_PRELOAD), which AddressSanitizer refuses unless told not to check the link order (the sanitizer build).
+# monotonic clock, so libfaketime is told to leave CLOCK_MONOTONIC alone. libfaketime is preloaded directly
+# (LD_PRELOAD, FAKETIME), not through the `faketime` wrapper: the wrapper makes a semaphore and a shared memory
+# object in /dev/shm named by its pid and leaves them behind when it is killed; on a machine that ran many
+# suites a later wrapper with a pid used before fails with "sem_open: File exists" (a CI run of session 11).
+# AddressSanitizer refuses a preload unless told not to check the link order (the sanitizer build).
+LIBFAKETIME=$(dpkg -L libfaketime 2>/dev/null | grep -m 1 '/libfaketime\.so\.1$' || true)
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+skew_env() { # OFFSET: the environment of such a client, in the array SKEW (for env)
+  SKEW=("LD_PRELOAD=$LIBFAKETIME${LD_PRELOAD:+:$LD_PRELOAD}" "FAKETIME=$1" FAKETIME_DONT_FAKE_MONOTONIC=1)
+}
 skewed() {
   local offset=$1
   shift
   [[ $1 == ml ]] && set -- "$MONGOLOCK_BIN" "${@:2}"
-  FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$offset" "$@"
+  skew_env "$offset"
+  env "${SKEW[@]}" "$@"
 }
+
+if [[ -z $LIBFAKETIME ]] || [[ $(skewed +2h date +%s 2>/dev/null || true) != [0-9]* ]]; then
+  if [[ ${MONGOLOCK_REQUIRE_SERVER:-} == 1 ]]; then fail "libfaketime (Debian package libfaketime) is missing or broken"; fi
+  echo "skipped: libfaketime (Debian package libfaketime) is missing or broken"
+  exit 77
+fi
 
 # The faking reaches mongolock: its own log sees the server 2h away from the local clock.
 faketime_works() {
@@ -123,7 +131,8 @@ status_under_skew() { # OFFSET
 run_under_skew_keeps_lease() { # OFFSET
   local name pid rc left end
   name=$(lock_name)
-  start_bg run env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$1" "$MONGOLOCK_BIN" run "$name" --ttl 2s -- \
+  skew_env "$1"
+  start_bg run env "${SKEW[@]}" "$MONGOLOCK_BIN" run "$name" --ttl 2s -- \
     sh -c 'while [ ! -e "$1/go" ]; do sleep 0.05; done' _ "$T"
   pid=$BG_PID
   wait_until 10 is_held "$name"
