@@ -6,9 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # skewed OFFSET CMD...: CMD with a wall clock OFFSET (+2h, -2h) off. A wrong wall clock does not move the
 # monotonic clock, so libfaketime is told to leave CLOCK_MONOTONIC alone. libfaketime is preloaded directly
-# (LD_PRELOAD, FAKETIME), not through the `faketime` wrapper: the wrapper makes a semaphore and a shared memory
-# object in /dev/shm named by its pid and leaves them behind when it is killed; on a machine that ran many
-# suites a later wrapper with a pid used before fails with "sem_open: File exists" (a CI run of session 11).
+# (LD_PRELOAD, FAKETIME; the `faketime` wrapper does the same and adds objects of its own).
 # AddressSanitizer refuses a preload unless told not to check the link order (the sanitizer build).
 LIBFAKETIME=$(dpkg -L libfaketime 2>/dev/null | grep -m 1 '/libfaketime\.so\.1$' || true)
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
@@ -22,6 +20,21 @@ skewed() {
   skew_env "$offset"
   env "${SKEW[@]}" "$@"
 }
+
+# libfaketime makes a semaphore and a shared memory object in /dev/shm named by the pid of the process that loads it
+# and removes them in its destructor, which mongolock's _exit() skips: two files left per mongolock started here. A
+# later process with that pid then fails "sem_open: File exists" (a fresh-clone CI run of session 11, on a machine
+# that had run the suite for hours: 328 such semaphores). Those of processes that are gone are removed before the
+# cases and after them.
+sweep_faketime_objects() {
+  local f pid
+  for f in /dev/shm/faketime_shm_* /dev/shm/sem.faketime_sem_*; do
+    [[ -e $f ]] || continue
+    pid=${f##*_}
+    if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then rm -f "$f"; fi
+  done
+}
+sweep_faketime_objects
 
 if [[ -z $LIBFAKETIME ]] || [[ $(skewed +2h date +%s 2>/dev/null || true) != [0-9]* ]]; then
   if [[ ${MONGOLOCK_REQUIRE_SERVER:-} == 1 ]]; then fail "libfaketime (Debian package libfaketime) is missing or broken"; fi
@@ -166,4 +179,6 @@ run_case "(d) status at +2h shows the right time left and 'expired'" status_unde
 run_case "(d) status at -2h shows the right time left and 'expired'" status_under_skew -2h
 run_case "run at +2h keeps its lease by renewing" run_under_skew_keeps_lease +2h
 run_case "run at -2h keeps its lease by renewing" run_under_skew_keeps_lease -2h
+stop_processes
+sweep_faketime_objects
 finish
