@@ -7,9 +7,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$ITEST_DIR/failproxy.sh"
 
 # A job that notes its start ("start LABEL MS") and a SIGTERM ("term LABEL MS") in $T/log, then sleeps.
-# With IGNORE=1 it ignores SIGTERM.
+# With IGNORE=1 it ignores SIGTERM. The trap's time is taken when the signal comes (\$(date ...)); it was taken
+# when the trap was set, at the job's start, so "after the kill grace" below measured from the job's start, not
+# from the SIGTERM (a kill grace of 100 ms passed it whenever the replacing run came 900 ms after that start).
 job() {
-  printf '%s\n' 'trap "echo term $0 $(date +%s%3N) >>\"$1\"; [ -n \"$2\" ] || exit 3" TERM
+  printf '%s\n' 'trap "echo term $0 \$(date +%s%3N) >>\"$1\"; [ -n \"$2\" ] || exit 3" TERM
 echo start $0 $(date +%s%3N) >>"$1"; i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done'
 }
 start_job() { # LABEL [RUN OPTIONS...] : run NAME OPTIONS -- the job, in the background
