@@ -24,14 +24,14 @@ skewed() {
 # libfaketime makes a semaphore and a shared memory object in /dev/shm named by the pid of the process that loads it
 # and removes them in its destructor, which mongolock's _exit() skips: two files left per mongolock started here. A
 # later process with that pid then fails "sem_open: File exists" (a fresh-clone CI run of session 11, on a machine
-# that had run the suite for hours: 328 such semaphores). Those of processes that are gone are removed before the
-# cases and after them.
+# that had run the suite for hours: 328 such semaphores). Those of processes that are gone (no /proc/PID: `kill -0`
+# would call another user's live process gone) are removed before the cases and after them.
 sweep_faketime_objects() {
   local f pid
   for f in /dev/shm/faketime_shm_* /dev/shm/sem.faketime_sem_*; do
     [[ -e $f ]] || continue
     pid=${f##*_}
-    if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then rm -f "$f"; fi
+    if [[ $pid =~ ^[0-9]+$ && ! -e /proc/$pid ]]; then rm -f "$f" 2>/dev/null || true; fi
   done
 }
 sweep_faketime_objects
