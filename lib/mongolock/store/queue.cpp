@@ -349,15 +349,14 @@ void MongoStore::Impl::trim_events(const std::vector<std::int64_t>& newest, std:
   const auto before = std::min(*std::min_element(newest.begin(), newest.end()), now - k_events_kept_ms);
   Bson filter;
   append_events_time(filter.get(), "$lt", before);
-  for (int attempt = 1;; ++attempt) {
+  for (const bool last : {false, true}) {
     Reply reply;
     bson_error_t error;
     if (mongoc_collection_delete_many(events.get(), filter.get(), nullptr, reply.get(), &error)) {
       log.debugf("trimmed {} wake-up events (FerretDB)", reply.integer("deletedCount"));
       return;
     }
-    log.debugf("could not trim the wake-up events ({}){}", driver_text(error), attempt == 1 ? "; once more" : "");
-    if (attempt == 2) return;
+    log.debugf("could not trim the wake-up events ({}){}", driver_text(error), last ? "" : "; once more");
   }
 }
 
