@@ -9,10 +9,12 @@ namespace {
 
 // Before any shared library's initializer (an entry of the executable's .preinit_array: glibc's _dl_init runs
 // those first), so that libmongoc's own, which Debian's build runs when the library is loaded, cannot print on
-// stderr and keeps its counters in memory, not in /dev/shm (mongo_store.hpp).
+// stderr, keeps its counters in memory, not in /dev/shm, and loads no SASL plugin unless the URI asks for
+// GSSAPI (mongo_store.hpp).
 void before_library_initializers(int /*argc*/, char** /*argv*/, char** /*envp*/) {
   mongolock::route_driver_log_early();
   mongolock::keep_driver_counters_in_memory();
+  mongolock::defer_sasl_plugins();
 }
 
 [[gnu::used,

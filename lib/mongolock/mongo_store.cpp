@@ -5,6 +5,11 @@
 #include <mongolock/store/impl.hpp>
 #include <mongolock/text.hpp>
 
+#if defined(MONGOC_ENABLE_SASL_CYRUS) && defined(MONGOLOCK_SASL_PLUGIN_DIR)
+#define MONGOLOCK_DEFER_SASL_PLUGINS 1
+#include <sasl/sasl.h>
+#endif
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,6 +29,7 @@
 #include <mutex>
 #include <random>
 #include <signal.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -62,6 +68,17 @@ void keep_driver_counters_in_memory() noexcept {
   *write_decimal(g_counters_placeholder_path + sizeof prefix - 1, static_cast<unsigned>(getpid())) = '\0';
   g_counters_placeholder =
       open(g_counters_placeholder_path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR);
+}
+
+namespace {
+bool g_sasl_plugins_deferred = false; // defer_sasl_plugins() set the empty path before libmongoc's sasl_client_init()
+} // namespace
+
+void defer_sasl_plugins() noexcept {
+#ifdef MONGOLOCK_DEFER_SASL_PLUGINS
+  static char no_directory[] = ""; // sasl_set_path() copies it; opendir("") fails, which Cyrus skips
+  g_sasl_plugins_deferred = sasl_set_path(SASL_PATH_TYPE_PLUGIN, no_directory) == SASL_OK;
+#endif
 }
 
 void drop_driver_counters_placeholder() noexcept {
@@ -179,6 +196,31 @@ void init_driver(const Log& log) {
   } init;
   std::lock_guard lock(g_driver_log_mutex);
   g_driver_log = &log;
+}
+
+// For a URI whose authMechanism is GSSAPI, the only one libmongoc authenticates with through Cyrus SASL: loads
+// the plugins that defer_sasl_plugins() kept from libmongoc's initialization, once per process, before the
+// first connection: sasl_client_done() ends the client side libmongoc's sasl_client_init() began (one init, one
+// done, as before: mongoc_cleanup() ends this one), and sasl_client_init() starts it again from the directories
+// Cyrus itself would have read: $SASL_PATH, which it honours only when the process is not setuid or setgid, else
+// the plugin directory of the libsasl2 mongolock was built against (pkg-config: libdir/sasl2).
+void load_deferred_sasl_plugins([[maybe_unused]] const mongoc_uri_t* uri, [[maybe_unused]] const Log& log) {
+#ifdef MONGOLOCK_DEFER_SASL_PLUGINS
+  const char* mechanism = mongoc_uri_get_auth_mechanism(uri);
+  if (!g_sasl_plugins_deferred || mechanism == nullptr || strcasecmp(mechanism, "GSSAPI") != 0) return;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  if (!g_sasl_plugins_deferred) return;
+  g_sasl_plugins_deferred = false;
+  const char* from_environment = getuid() == geteuid() && getgid() == getegid() ? std::getenv("SASL_PATH") : nullptr;
+  std::string path = from_environment != nullptr ? from_environment : MONGOLOCK_SASL_PLUGIN_DIR;
+  sasl_client_done();
+  const int set = sasl_set_path(SASL_PATH_TYPE_PLUGIN, path.data());
+  const int started = sasl_client_init(nullptr);
+  log.debugf("GSSAPI: Cyrus SASL's plugins loaded from {} ({})", path,
+             set == SASL_OK && started == SASL_OK ? "ok"
+                                                  : sasl_errstring(set != SASL_OK ? set : started, nullptr, nullptr));
+#endif
 }
 
 // True for the commands that write (insert, update, delete, findAndModify): what LockStore::writes_sent() counts.
@@ -402,6 +444,7 @@ MongoStore::MongoStore(const StoreConfig& config, const Log& log) : m_impl(std::
     throw usage_error(fmt::format("invalid --uri '{}': {}; expected mongodb://[user:password@]host[:port][/?options]",
                                   redact_uri(config.uri), scrub_secrets(error.message, config.uri)));
   }
+  load_deferred_sasl_plugins(impl.uri.get(), log);
   if (config.server_check_interval) {
     mongoc_uri_set_option_as_int32(impl.uri.get(), MONGOC_URI_HEARTBEATFREQUENCYMS,
                                    to_int32_ms(std::max(*config.server_check_interval, Millis(500))));

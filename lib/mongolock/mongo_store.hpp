@@ -26,6 +26,15 @@ void route_driver_log_early() noexcept;
 // with SIGBUS before main: exit 135, nothing on stderr (red team 8, F4). System calls only; never throws.
 void keep_driver_counters_in_memory() noexcept;
 
+// Also for the executable's .preinit_array: sets Cyrus SASL's plugin path to "" (no directory) before
+// libmongoc's initializer calls sasl_client_init(), which otherwise dlopens every plugin of the system's
+// plugin directory (8 and libdb on Debian: ~1 ms of a one-shot run, issue 30). In libmongoc only the GSSAPI
+// (Kerberos) mechanism goes through Cyrus SASL; SCRAM, PLAIN, MONGODB-X509 and MONGODB-AWS are its own. A
+// MongoStore whose URI names GSSAPI loads the plugins before its first connection (mongo_store.cpp,
+// load_deferred_sasl_plugins). A no-op where libmongoc was built without Cyrus SASL or mongolock without its
+// headers (MONGOLOCK_SASL_PLUGIN_DIR unset). Never throws.
+void defer_sasl_plugins() noexcept;
+
 // Removes the file keep_driver_counters_in_memory() made, once the driver's initializer has run (at the start
 // of main): only that file (the same inode it still holds open), never one it found there.
 void drop_driver_counters_placeholder() noexcept;

@@ -49,6 +49,7 @@ LIST
     assert_matches "$T/depends" 'libbson-1\.0-0 \(>= [0-9.]+\)'
     assert_matches "$T/depends" '(^|, )libmongocrypt0(,| |$)'
   fi
+  assert_matches "$T/depends" '(^|, )libsasl2-2 \(>= [0-9]' # called directly (mongo_store.hpp: defer_sasl_plugins)
   assert_matches "$T/depends" 'libstdc\+\+6 \(>= '
   assert_not_contains "$T/depends" "libfmt" # fmt is used header-only: no run-time dependency
   # What it installs is what this build made: the binary runs, the man page has the version, the

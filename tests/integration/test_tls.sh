@@ -226,6 +226,44 @@ doctor_warns_without_tls() {
   assert_empty "$ERR"
 }
 
+# libmongoc authenticates SCRAM itself: a run over TLS with SCRAM maps none of Cyrus SASL's plugins (issue 30:
+# their load was ~1 ms of a one-shot run). The job reads the maps of its parent, the guardian, a fork of
+# mongolock made after the connection was authenticated.
+scram_run_maps_no_sasl_plugin() {
+  tls_server --auth
+  printf '%s\n' "mongodb://alice:$PASSWORD@localhost:$TLS_PORT/?$TLS_OPTS&authSource=mongolock" >"$T/uri"
+  # shellcheck disable=SC2016 # $PPID and $1 are the job's
+  expect_exit 0 -- ml --uri-file "$T/uri" run "$(lock_name)" -- sh -c 'cat "/proc/$PPID/maps" >"$1"' sh "$T/maps"
+  grep -q "/libsasl2\.so" "$T/maps" || fail_with "libsasl2 is not in the guardian's maps: not mongolock's?" \
+    maps "$T/maps"
+  if grep -E "/sasl2/|libdb-" "$T/maps"; then
+    fail_with "a SCRAM run mapped Cyrus SASL plugins (above)" maps "$T/maps"
+  fi
+  assert_no_secrets
+}
+
+# authMechanism=GSSAPI, the one mechanism libmongoc hands to Cyrus SASL: the plugins are loaded for it, from
+# the system's plugin directory, or from SASL_PATH where that is set. No Kerberos here: Cyrus has no GSSAPI
+# plugin, and libmongoc's refusal lists the mechanisms the plugins loaded gave it.
+gssapi_loads_sasl_plugins() {
+  tls_server
+  local uri="mongodb://alice@localhost:$PLAIN_PORT/?authMechanism=GSSAPI&authSource=%24external"
+  expect_exit 69 -- env -u SASL_PATH "$MONGOLOCK_BIN" --uri "$uri" acquire "$(lock_name)"
+  assert_error_line "Available mechanisms: "
+  assert_contains "$ERR" "PLAIN" # libplain.so of libsasl2-modules (scripts/setup)
+  assert_contains "$ERR" "SCRAM-SHA-1"
+  # SASL_PATH names the directories, as for any program that uses Cyrus SASL: one with only the PLAIN plugin.
+  mkdir "$T/plugins" "$T/no-plugins"
+  cp "$(pkg-config --variable=libdir libsasl2)/sasl2/libplain.so" "$T/plugins/"
+  expect_exit 69 -- env SASL_PATH="$T/plugins" "$MONGOLOCK_BIN" --uri "$uri" acquire "$(lock_name)"
+  assert_error_line "Available mechanisms: "
+  assert_contains "$ERR" "PLAIN"
+  assert_not_contains "$ERR" "SCRAM-SHA-1"
+  expect_exit 69 -- env SASL_PATH="$T/no-plugins" "$MONGOLOCK_BIN" --uri "$uri" acquire "$(lock_name)"
+  assert_error_line "Available mechanisms: "
+  assert_matches "$ERR" "Available mechanisms: EXTERNAL$"
+}
+
 # assert_error_line_kind KIND TEXT: stderr is exactly one line "mongolock: KIND: ..." containing TEXT.
 assert_error_line_kind() {
   [[ $(wc -l <"$ERR") == 1 ]] || fail_with "expected one line on stderr" stderr "$ERR"
@@ -246,4 +284,6 @@ run_case "wrong key password: 69, one line, the key password not shown" refused_
 run_case "tls=true towards a plain listener: 69, one line" refused_tls_towards_plain
 run_case "no TLS towards a TLS listener: 69, one line" refused_plain_towards_tls
 run_case "doctor warns when TLS is off towards another host, only then" doctor_warns_without_tls
+run_case "TLS + SCRAM: a run maps none of Cyrus SASL's plugins" scram_run_maps_no_sasl_plugin
+run_case "authMechanism=GSSAPI: Cyrus SASL's plugins loaded for it, from SASL_PATH where set" gssapi_loads_sasl_plugins
 finish
