@@ -5,7 +5,8 @@
 
 CURRENT, BASELINE: mongolock binaries; FLOOR: scripts/bench-floor.c built (the commands an executed run
 needs, with libmongoc; its "floor --contract" row adds the holder file, guardian and job cgroup a run keeps
-by contract). With BENCH_FLOOR_STATIC (a path), the same floor linked as mongolock is, libmongoc from its
+by contract; its "floor, no SASL plugins" row starts without Cyrus SASL's plugins, as mongolock does unless the
+URI names GSSAPI). With BENCH_FLOOR_STATIC (a path), the same floor linked as mongolock is, libmongoc from its
 archive, is a row too ("floor, static libmongoc"): the link's own gain is then not counted as mongolock's.
 The server is MONGOLOCK_TEST_URI (scripts/test-server starts it). Every figure is
 taken interleaved (current, baseline, floor, etcd in an order shuffled anew each round, RUNS rounds: in a
@@ -132,7 +133,8 @@ def one_shot(tools, label):
     for _ in range(runs):
         shuffle.shuffle(order)
         for name in order:
-            wall, used = timed(tools[name])
+            argv, extra_env = tools[name] if isinstance(tools[name], tuple) else (tools[name], None)
+            wall, used = timed(argv, extra_env)
             times[name].append(wall)
             cpu[name].append(used)
     print(f"\none-shot `run NAME -- true`, {label}: median of {runs} interleaved rounds, paired ratios")
@@ -291,6 +293,10 @@ def main():
                      "floor": [floor, uri, DATABASE, COLLECTION + "_floor", "one-f"],
                      # The floor plus what a run does on the host by contract: holder file, guardian, job cgroup.
                      "floor --contract": [floor, uri, DATABASE, COLLECTION + "_floor", "one-g", "--contract"]}
+            # The floor without Cyrus SASL's plugins, which mongolock loads only for GSSAPI and libmongoc's
+            # initializer loads in every program (Cyrus reads SASL_PATH): like for like with mongolock's start.
+            tools["floor, no SASL plugins"] = ([floor, uri, DATABASE, COLLECTION + "_floor", "one-n"],
+                                               {"SASL_PATH": "/nonexistent/sasl2"})
             if os.environ.get("BENCH_FLOOR_STATIC"):
                 tools["floor, static libmongoc"] = [os.environ["BENCH_FLOOR_STATIC"], uri, DATABASE,
                                                     COLLECTION + "_floor", "one-s"]
@@ -304,14 +310,14 @@ def main():
                 # The same binary on an empty collection beside it, interleaved: the history's own cost. The
                 # baseline apart (its rounds after these): its find on `_runs` keeps the server busy for
                 # seconds, which would be charged to whatever runs next.
-                empty = f"MONGOLOCK_COLLECTION={COLLECTION}e"
+                empty = {"MONGOLOCK_COLLECTION": f"{COLLECTION}e"}  # in the environment: no env(1) exec timed
                 base = tools.pop("baseline")
-                tools["current, empty history"] = ["env", empty, current, "run", "one", "--", "true"]
+                tools["current, empty history"] = ([current, "run", "one", "--", "true"], empty)
                 times = one_shot(tools, "after 10,000 stored runs of ten names")
                 ratio = statistics.median(a / b for a, b in zip(times["current"], times["current, empty history"]))
                 print(f"  current: 10,000 stored runs / empty history (paired median): {ratio:.2f}x")
                 times = one_shot({"current": tools["current"], "baseline": base,
-                                  "baseline, empty history": ["env", empty, baseline, "run", "one-b", "--", "true"]},
+                                  "baseline, empty history": ([baseline, "run", "one-b", "--", "true"], empty)},
                                  "after 10,000 stored runs, the baseline")
                 ratio = statistics.median(a / b for a, b in zip(times["baseline"], times["baseline, empty history"]))
                 print(f"  baseline: 10,000 stored runs / empty history (paired median): {ratio:.2f}x")
