@@ -275,7 +275,7 @@ def main():
     for label, binary in (("current", current), ("baseline", baseline)):
         commands(binary, f"count-{label}")  # the first run of a name creates collections
         print(f"  {label:<9} {commands(binary, f'count-{label}')}")
-    print(f"  {'floor':<9} 5 (createIndexes 1, insert 2, findAndModify 1, endSessions 1: by construction)")
+    print(f"  {'floor':<9} 5 (listIndexes 1, insert 2, findAndModify 1, endSessions 1: by construction)")
     counted = {label: syscalls(argv) for label, argv in (
         ("current", [current, "run", "count-current", "--", "true"]),
         ("baseline", [baseline, "run", "count-baseline", "--", "true"]),

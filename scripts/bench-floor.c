@@ -3,10 +3,11 @@
  *
  *   bench-floor URI DATABASE COLLECTION NAME [--contract]
  *
- * One run: connect; createIndexes program_1 (unique) on COLLECTION; insert the lock document; run `true`
- * (fork and exec, as mongolock does); findAndModify remove (the release); insert one record into
- * COLLECTION_runs (the history); destroy the client (the driver's endSessions). 5 server commands, the
- * same as mongolock's (issue 30). Exit 0, or 1 with one line on stderr naming the step that failed.
+ * One run: connect; listIndexes of COLLECTION, and createIndexes program_1 (unique) only when no index is on
+ * {program: 1} (the first run); insert the lock document; run `true` (fork and exec, as mongolock does);
+ * findAndModify remove (the release); insert one record into COLLECTION_runs (the history); destroy the
+ * client (the driver's endSessions). 5 server commands, the same as mongolock's (issue 30). Exit 0, or 1 with one
+ * line on stderr naming the step that failed.
  *
  * --contract: also what an executed run does on this host by contract (the man page), not by choice:
  * its holder file (/dev/shm, made with O_EXCL and flock'ed before the acquisition, the job's process group
@@ -28,6 +29,19 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* Whether listIndexes of `locks` shows an index keyed {program: 1} (0 also when the collection is new). */
+static int has_program_index(mongoc_collection_t* locks) {
+  mongoc_cursor_t* cursor = mongoc_collection_find_indexes_with_opts(locks, NULL);
+  const bson_t* spec = NULL;
+  int found = 0;
+  while (mongoc_cursor_next(cursor, &spec)) {
+    bson_iter_t it;
+    found = found || (bson_iter_init_find(&it, spec, "name") && strcmp(bson_iter_utf8(&it, NULL), "program_1") == 0);
+  }
+  mongoc_cursor_destroy(cursor);
+  return found;
+}
 
 static int fail(const char* step, const bson_error_t* error) {
   fprintf(stderr, "bench-floor: error: %s: %s\n", step, error->message);
@@ -170,7 +184,8 @@ int main(int argc, char** argv) {
   bson_t* record = BCON_NEW("name", BCON_UTF8(name), "process", BCON_UTF8("floor:1"), "outcome", BCON_UTF8("ok"),
                             "ended_at", BCON_DATE_TIME(now), "exit_code", BCON_INT32(0));
   bson_t reply;
-  if (!mongoc_collection_write_command_with_opts(locks, index, NULL, &reply, &error)) {
+  bson_init(&reply);
+  if (!has_program_index(locks) && !mongoc_collection_write_command_with_opts(locks, index, NULL, &reply, &error)) {
     code = fail("createIndexes", &error);
   } else if (bson_destroy(&reply), !mongoc_collection_insert_one(locks, lock, NULL, NULL, &error)) {
     code = fail("insert of the lock", &error);

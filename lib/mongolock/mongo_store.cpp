@@ -702,9 +702,97 @@ bool MongoStore::Impl::try_create_index(mongoc_collection_t* target, const char*
   return mongoc_collection_write_command_with_opts(target, command.get(), write_opts.get(), reply.get(), &error);
 }
 
+namespace {
+
+// For list_index(): "" when `spec` (a listIndexes document) is an index on exactly `fields`, ascending,
+// unique when `unique`, that says nothing else than its name, version and (MongoDB before 4.4) namespace:
+// what createIndexes of that index makes. Else what differs ("not unique", "sparse", "a collation", ...), or
+// "other fields" when its key is another.
+std::string index_difference(const bson_t* spec, std::initializer_list<const char*> fields, bool unique) {
+  bool key_matches = false;
+  bool is_unique = false;
+  std::string other;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, spec)) return "other fields";
+  while (bson_iter_next(&it)) {
+    const std::string_view option = bson_iter_key(&it);
+    if (option == "key" && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+      bson_iter_t key;
+      if (!bson_iter_recurse(&it, &key)) return "other fields";
+      auto field = fields.begin();
+      bool same = true;
+      while (same && bson_iter_next(&key)) {
+        same = field != fields.end() && std::string_view(bson_iter_key(&key)) == *field &&
+               BSON_ITER_HOLDS_NUMBER(&key) && bson_iter_as_double(&key) == 1.0;
+        if (same) ++field;
+      }
+      key_matches = same && field == fields.end();
+    } else if (option == "unique") {
+      is_unique = bson_iter_as_bool(&it);
+    } else if (option != "v" && option != "name" && option != "ns" && other.empty()) {
+      other = option == "partialFilterExpression" ? "partial" : std::string(option.substr(0, 40));
+    }
+  }
+  if (!key_matches) return "other fields";
+  if (is_unique != unique) return unique ? "not unique" : "unique";
+  return other;
+}
+
+// The `name` of an index document, bounded, for a message ("?" without one).
+std::string index_name(const bson_t* spec) {
+  bson_iter_t it;
+  if (!bson_iter_init_find(&it, spec, "name") || !BSON_ITER_HOLDS_UTF8(&it)) return "?";
+  return std::string(iter_string(it).substr(0, 100));
+}
+
+} // namespace
+
+MongoStore::Impl::IndexListing MongoStore::Impl::list_index(mongoc_collection_t* target,
+                                                            std::initializer_list<const char*> fields,
+                                                            bool unique) const {
+  CursorPtr cursor(mongoc_collection_find_indexes_with_opts(target, nullptr));
+  IndexListing listing;
+  bson_error_t error;
+  const bool read = store::for_each_doc(
+      cursor.get(),
+      [&](const bson_t* spec) {
+        const auto difference = index_difference(spec, fields, unique);
+        if (difference.empty()) {
+          listing.plain = true;
+        } else if (difference != "other fields" && listing.other.empty()) {
+          listing.other = index_name(spec);
+          listing.difference = difference;
+        }
+        return true;
+      },
+      error);
+  if (!read && error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) {
+    fail("listIndexes", error, target); // no answer: as the createIndexes would have failed
+  }
+  return read ? listing : IndexListing{};
+}
+
+void MongoStore::Impl::ensure_index(mongoc_collection_t* target, const char* name,
+                                    std::initializer_list<const char*> fields, bool unique) const {
+  const auto listing = list_index(target, fields, unique);
+  if (listing.plain) return;
+  if (unique && !listing.other.empty()) {
+    std::string key;
+    for (const char* field : fields)
+      key += fmt::format("{}{}: 1", key.empty() ? "" : ", ", field);
+    const std::string target_name = mongoc_collection_get_name(target);
+    throw unavailable_error(fmt::format(
+        "{}.{}: its index {} on {{{}}} is {}, and the exclusion needs a unique one (two holders could take one "
+        "name); drop it (db.getSiblingDB(\"{}\").{}.dropIndex(\"{}\")) and mongolock creates its unique index {}",
+        config.database, target_name, listing.other, key, listing.difference, config.database, target_name,
+        listing.other, name));
+  }
+  create_index(target, name, fields, unique, std::nullopt);
+}
+
 void MongoStore::ensure_indexes() {
   m_impl->connect();
-  m_impl->create_index(m_impl->collection.get(), "program_1", {"program"}, true, std::nullopt);
+  m_impl->ensure_index(m_impl->collection.get(), "program_1", {"program"}, true);
 }
 
 std::string MongoStore::create_ttl_index(Millis expire_after) {
@@ -724,10 +812,7 @@ bool MongoStore::has_unique_index() {
   const bson_t* doc = nullptr;
   bool found = false;
   while (mongoc_cursor_next(cursor.get(), &doc)) {
-    bson_iter_t it;
-    const bool named = bson_iter_init_find(&it, doc, "name") && iter_string(it) == "program_1";
-    const bool unique = bson_iter_init_find(&it, doc, "unique") && bson_iter_as_bool(&it);
-    found = found || (named && unique);
+    found = found || index_difference(doc, {"program"}, true).empty(); // as ensure_indexes() accepts it
   }
   bson_error_t error;
   if (mongoc_cursor_error(cursor.get(), &error) && error.code != 26) { // 26: NamespaceNotFound, no collection yet

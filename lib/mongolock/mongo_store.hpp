@@ -129,7 +129,8 @@ public:
   // Server version and wire version (buildInfo), for diagnostics.
   [[nodiscard]] ServerInfo server_info();
 
-  // True when the unique index on `program` exists (listIndexes).
+  // True when a unique index on exactly {program: 1}, with no other option, exists (listIndexes): the one
+  // ensure_indexes() accepts without a createIndexes, whatever its name.
   [[nodiscard]] bool has_unique_index();
 
   // Creates a TTL index on expires_at that deletes documents `expire_after` past their expiry: garbage

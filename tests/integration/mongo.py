@@ -23,6 +23,10 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
                         (or an older run) could have stored; --times N first: N such documents
                         in one insert (KEY:date values then grow by 1 ms per document)
     mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
+    mongo.py index SUFFIX NAME FIELD  create an index NAME on FIELD of <collection>SUFFIX, not unique (as an
+                        operator's createIndex by hand)
+    mongo.py drop-index SUFFIX NAME  drop the index NAME of <collection>SUFFIX
+    mongo.py indexes SUFFIX  the indexes of <collection>SUFFIX, one "name unique|plain" line each
     mongo.py remove NAME TOKEN  delete NAME's lock document if its token is TOKEN (as a release by another
                         client that knows the token: no guard, no wake-up event); exit 1 when none was deleted
     mongo.py drop       drop the collection, its _queue, _fences, _runs and _lastrun collections and the _events
@@ -278,6 +282,21 @@ def main():
                          "indexes": [{"key": {sys.argv[3]: 1}, "name": sys.argv[3] + "_unique", "unique": True}]})
         if reply.get("ok") != 1.0:
             die(f"createIndexes failed: {reply}")
+    elif what == "index" and len(sys.argv) == 5:
+        reply = command({"createIndexes": coll + sys.argv[2], "$db": db,
+                         "indexes": [{"key": {sys.argv[4]: 1}, "name": sys.argv[3]}]})
+        if reply.get("ok") != 1.0:
+            die(f"createIndexes failed: {reply}")
+    elif what == "drop-index" and len(sys.argv) == 4:
+        reply = command({"dropIndexes": coll + sys.argv[2], "index": sys.argv[3], "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"dropIndexes failed: {reply}")
+    elif what == "indexes" and len(sys.argv) == 3:
+        reply = command({"listIndexes": coll + sys.argv[2], "$db": db})
+        if reply.get("ok") != 1.0:
+            die(f"listIndexes failed: {reply}")
+        for spec in reply["cursor"]["firstBatch"]:
+            print(spec["name"], "unique" if spec.get("unique") else "plain")
     elif what == "remove" and len(sys.argv) == 4:
         reply = command({"delete": coll, "$db": db,
                          "deletes": [{"q": {"program": sys.argv[2], "token": sys.argv[3]}, "limit": 1}]})

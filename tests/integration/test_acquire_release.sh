@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # acquire / status / release by the calling shell, by --process and by --token.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$ITEST_DIR/failproxy.sh"
 
 acquire_status_release() {
   local name
@@ -380,6 +381,59 @@ status_from_a_container() {
   assert_free "$name"
 }
 
+
+# The exclusion rests on a unique index on {program: 1}. An index on that field that is not unique (an
+# operator's createIndex by hand, before mongolock's first run) is refused with 69 and the way out, never
+# trusted: FerretDB v1 answers createIndexes of the unique program_1 over it with "all indexes already exist"
+# and creates nothing, and two holders took one name (3ce8898: both acquires 0). Dropped, mongolock creates its
+# own and the second holder is refused.
+non_unique_program_index_refused() {
+  local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_nu
+  local name
+  name=$(lock_name)
+  python3 "$ITEST_DIR/mongo.py" index "" program_1 program
+  expect_exit 69 -- ml acquire "$name" --process "$HOST:1"
+  assert_error_line "its index program_1 on {program: 1} is not unique"
+  assert_contains "$ERR" 'dropIndex("program_1")'
+  expect_exit 69 -- ml acquire "$name" --process "$HOST:2"
+  expect_exit 69 -- ml run "$name" -- touch "$T/ran"
+  assert_error_line "is not unique"
+  [[ ! -e $T/ran ]] || fail "the command ran without a unique index"
+  assert_eq "$(python3 "$ITEST_DIR/mongo.py" count)" 0 "lock documents stored"
+  # Under another name too: any index on {program: 1} that is not unique.
+  python3 "$ITEST_DIR/mongo.py" drop-index "" program_1
+  python3 "$ITEST_DIR/mongo.py" index "" by_program program
+  expect_exit 69 -- ml acquire "$name" --process "$HOST:1"
+  assert_error_line "its index by_program on {program: 1} is not unique"
+  python3 "$ITEST_DIR/mongo.py" drop-index "" by_program
+  expect_exit 0 -- ml acquire "$name" --process "$HOST:1"
+  expect_exit 75 -- ml acquire "$name" --process "$HOST:2"
+  python3 "$ITEST_DIR/mongo.py" indexes "" >"$T/indexes"
+  assert_contains "$T/indexes" "program_1 unique"
+  python3 "$ITEST_DIR/mongo.py" drop
+}
+
+# The unique index, once it exists, is read (listIndexes), not created again: on FerretDB every createIndexes
+# takes the registry's write lock (docs/compatibility.md). A server that refuses the read (a role without
+# listIndexes: Unauthorized, 13) gets the createIndexes as before.
+existing_index_listed_not_created() {
+  local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_ix
+  local name
+  name=$(lock_name)
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" acquire "$name"
+  assert_commands "$ERR" "4 (createIndexes 1, endSessions 1, insert 1, listIndexes 1)" # a new collection
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" release "$name"
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 "$MONGOLOCK_BIN" acquire "$name"
+  assert_commands "$ERR" "3 (endSessions 1, insert 1, listIndexes 1)"
+  expect_exit 0 -- ml release "$name"
+  failproxy_start
+  proxy fail listIndexes times 1 error 13 msg "not authorized on mongolock to execute command { listIndexes: ... }"
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name"
+  assert_commands "$ERR" "4 (createIndexes 1, endSessions 1, insert 1, listIndexes 1)"
+  expect_exit 0 -- ml release "$name"
+  python3 "$ITEST_DIR/mongo.py" drop
+}
+
 run_case "acquire prints a token; status names this shell; release frees it" acquire_status_release
 run_case "acquire -q still prints the token" quiet_acquire_prints_token
 run_case "acquire then release in one script: the holder is the script's shell" script_acquire_then_release
@@ -397,4 +451,6 @@ run_case "a process that reuses the holder's pid is not the holder (its start di
 run_case "docker exec into containers of one host name (both vm:0): only the same container matches" exec_into_containers_of_one_host_name
 run_case "a caller whose start cannot be read (hidepid, user switch): recorded as unknown, matches no other container" unreadable_caller_start
 run_case "status from a container: the host's namespace is labelled, a holder without pid_ns is not dead" status_from_a_container
+run_case "an index on program that is not unique is refused, never trusted (FerretDB created nothing over it)" non_unique_program_index_refused
+run_case "the unique index, once there, is listed, not created again; created when listIndexes is refused" existing_index_listed_not_created
 finish

@@ -330,7 +330,7 @@ no_history_and_command_count() {
   assert_eq "$with" "$((without + 1))" "commands of a run with history (without: $without)"
   local events
   events=$(events_sent)
-  assert_contains "$ERR" "server commands: $((5 + events)) (createIndexes 1, endSessions 1, findAndModify 1, insert $((2 + events)))"
+  assert_contains "$ERR" "server commands: $((5 + events)) (endSessions 1, findAndModify 1, insert $((2 + events)), listIndexes 1)"
   assert_not_contains "$ERR" "command find sent"
   assert_not_contains "$ERR" "command update sent"
   # A skipped run adds one insert too.
@@ -339,16 +339,16 @@ no_history_and_command_count() {
   with=$(commands_of 75 run "$name" -- true)
   assert_eq "$with" "$((without + 1))" "commands of a skipped run with history (without: $without)"
   assert_matches "$ERR" "insert 2[,)]" # the refused lock insert and the history
-  # What a skipped run costs a fleet: createIndexes, the refused insert, one find of the holder (which the
+  # What a skipped run costs a fleet: listIndexes, the refused insert, one find of the holder (which the
   # message needs anyway; a live holder is not purged) and the history: 4 commands after the handshake, 2
   # writes (plus the driver's endSessions).
-  assert_contains "$ERR" "server commands: 5 (createIndexes 1, endSessions 1, find 1, insert 2)"
+  assert_contains "$ERR" "server commands: 5 (endSessions 1, find 1, insert 2, listIndexes 1)"
   assert_contains "$ERR" "is held by $HOST:4242"
   # Every time: a skipped run never purges (even when every run would: MONGOLOCK_HISTORY_PURGE_EVERY=1).
   local i
   for i in 1 2 3 4 5; do
     expect_exit 75 -- env MONGOLOCK_DEBUG_COMMANDS=1 MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" run "$name" -- true
-    assert_contains "$ERR" "server commands: 5 (createIndexes 1, endSessions 1, find 1, insert 2)"
+    assert_contains "$ERR" "server commands: 5 (endSessions 1, find 1, insert 2, listIndexes 1)"
   done
   # A multi-name run: one document per name, in that one insert.
   local a b

@@ -119,7 +119,7 @@ verbose_logs_steps() {
   assert_prefixed "$ERR"
   assert_matches "$ERR" "^mongolock: \[ *[0-9]+\.[0-9]ms\] "
   assert_matches "$ERR" "\] server $SERVER selected; server clock [0-9T:.-]+Z"
-  assert_matches "$ERR" "\] command createIndexes sent"
+  assert_matches "$ERR" "\] command listIndexes sent"
   assert_matches "$ERR" "\] command insert sent"
   assert_matches "$ERR" "\] command insert succeeded in [0-9]+\.[0-9]ms"
   assert_contains "$ERR" "acquired lock '$name'"

@@ -97,10 +97,12 @@ push_wakes_the_head() {
   assert_commands "$ERR" "2 (endSessions 1, findAndModify 1)"
 }
 
-# What a join sends (issue 30): the first waiter creates the lock's index (its attempt) and the queue's
-# unique index name_1_seq_1; a waiter that reads a stored ticket knows the queue's index exists and sends
-# only the lock's createIndexes, once. Both still take the lock in order.
+# What a join sends (issue 30), on collections of its own: the lock's unique index, which the holder's acquire
+# created, is listed (listIndexes, a read: on FerretDB every createIndexes takes the registry's write lock), not
+# created again; the first waiter lists the queue's index, finds no queue, and creates it; a waiter that reads a
+# stored ticket knows the queue's index exists and sends nothing for it. Both still take the lock in order.
 join_creates_the_queue_index_once() {
+  local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_join
   local name w1 w2
   name=$(lock_name)
   ml acquire "$name" --process "$HOLDER" >/dev/null
@@ -113,13 +115,18 @@ join_creates_the_queue_index_once() {
   expect_exit 0 -- ml release "$name" --process "$HOLDER"
   expect_bg_exit 0 "$w1" w1
   expect_bg_exit 0 "$w2" w2
-  # (A run's history purge, 1 run in 10, may also create the index of "_runs": not counted here.)
-  sent() { grep -c "command createIndexes sent to $2\$" "$T/$1.err" || true; } # LABEL COLLECTION
-  assert_eq "$(sent w1 "$MONGOLOCK_COLLECTION")" 1 "createIndexes of the locks' index by the first waiter"
-  assert_eq "$(sent w1 "${MONGOLOCK_COLLECTION}_queue")" 1 "createIndexes of the queue's index by the first waiter"
-  assert_eq "$(sent w2 "$MONGOLOCK_COLLECTION")" 1 "createIndexes of the locks' index by the second waiter"
-  assert_eq "$(sent w2 "${MONGOLOCK_COLLECTION}_queue")" 0 "createIndexes of the queue's index by the second waiter"
+  # (A run's history purge, 1 run in 10, may also list or create the index of "_runs": not counted here.)
+  sent() { grep -c "command $1 sent to $3\$" "$T/$2.err" || true; } # COMMAND LABEL COLLECTION
+  local locks=$MONGOLOCK_COLLECTION queue=${MONGOLOCK_COLLECTION}_queue
+  assert_eq "$(sent listIndexes w1 "$locks")" 1 "listIndexes of the locks' index by the first waiter"
+  assert_eq "$(sent createIndexes w1 "$locks")" 0 "createIndexes of the locks' index by the first waiter"
+  assert_eq "$(sent listIndexes w1 "$queue")" 1 "listIndexes of the queue's index by the first waiter"
+  assert_eq "$(sent createIndexes w1 "$queue")" 1 "createIndexes of the queue's index by the first waiter"
+  assert_eq "$(sent listIndexes w2 "$locks")" 1 "listIndexes of the locks' index by the second waiter"
+  assert_eq "$(sent createIndexes w2 "$locks")" 0 "createIndexes of the locks' index by the second waiter"
+  assert_eq "$(sent listIndexes w2 "$queue")$(sent createIndexes w2 "$queue")" 00 "the queue's index by the second waiter"
   assert_eq "$(ticket_count "$name")" "0" "tickets left in the queue"
+  python3 "$ITEST_DIR/mongo.py" drop
 }
 
 # A `run` holder learns of waiters from its heartbeat (it reads the queue after a renewal) and marks its
@@ -575,7 +582,7 @@ run_case "six waiters started 200ms apart get the lock in that order" six_waiter
 run_case "only the first three in line follow the events; the rest move up and keep the order" only_the_first_follow_events
 run_case "--no-push: waiters poll and still get the lock in order" polling_without_push_keeps_order
 run_case "a release wakes the head of the queue at once; an un-waited release is one command" push_wakes_the_head
-run_case "a waiter behind a stored ticket sends one createIndexes (the queue's index is known)" join_creates_the_queue_index_once
+run_case "index commands of a join: the lock's listed; the queue's listed and created by the first waiter only" join_creates_the_queue_index_once
 run_case "a running holder marks its own lock for waiters; waiters never write a lock document" run_holder_marks_itself
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
 run_case "a waiter killed far back is skipped once it keeps its long lease among the first in line" killed_far_waiter_skipped_before_its_lease

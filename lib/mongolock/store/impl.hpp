@@ -219,7 +219,7 @@ struct MongoStore::Impl {
   }
 
   // The collection "<collection><suffix>" of mongolock's database in `handle`, opened on first use; with
-  // `index` (once per store, `indexed` remembers it) after its index is created (createIndexes).
+  // `index` (once per store, `indexed` remembers it) after its index is listed or created (ensure_index).
   struct Index {
     const char* name;
     std::initializer_list<const char*> fields;
@@ -232,7 +232,7 @@ struct MongoStore::Impl {
       handle.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), name.c_str()));
     }
     if (index != nullptr && (indexed == nullptr || !*indexed)) {
-      create_index(handle.get(), index->name, index->fields, index->unique, std::nullopt);
+      ensure_index(handle.get(), index->name, index->fields, index->unique);
       if (indexed != nullptr) *indexed = true;
     }
     return handle.get();
@@ -288,6 +288,29 @@ struct MongoStore::Impl {
       fail(fmt::format("createIndexes ({})", name), error, target);
     }
   }
+
+  // What listIndexes (one read) says of the index on exactly `fields` (ascending, in this order) of `target`:
+  // `plain` when one is there, unique when `unique`, with no other option than its name and version; else
+  // `other`, the name of one on those fields with other options and how it `difference`s ("not unique",
+  // "sparse", ...), or "" when there is none. On FerretDB every createIndexes takes the registry's write
+  // lock, even for an index that exists, and one that waited there for a pooled connection that open cursors
+  // held wedged the server (docs/compatibility.md); the read takes none. Nothing found (plain false, other "")
+  // also when the collection does not exist yet (NamespaceNotFound, 26) or the server refused the read (a role
+  // without listIndexes: Unauthorized, 13). Throws as fail() when the server could not be reached.
+  struct IndexListing {
+    bool plain = false;
+    std::string other;      // the name of an index on `fields` that is not plain, "" when there is none
+    std::string difference; // how it differs: "not unique", "sparse", "partial", "collation", ...
+  };
+  [[nodiscard]] IndexListing list_index(mongoc_collection_t* target, std::initializer_list<const char*> fields,
+                                        bool unique) const;
+  // The index `name` on `fields`: listed (list_index), else created (createIndexes; Error as create_index()).
+  // A unique index's fields with another index on them that is not plain (not unique, sparse, partial, a
+  // collation) are refused, Error (69) naming it and the way out: MongoDB's createIndexes would refuse the
+  // conflict, FerretDB v1's answers "all indexes already exist" for a non-unique index of the same name and
+  // creates nothing, and two holders could then insert one name (the lock's exclusion rests on it).
+  void ensure_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
+                    bool unique) const;
 
   // (Re)creates the client, collection handles and monitoring: connectTimeoutMS and
   // serverSelectionTimeoutMS `connect`, socketTimeoutMS `socket` (at least 1ms each).
