@@ -704,40 +704,6 @@ bool MongoStore::Impl::try_create_index(mongoc_collection_t* target, const char*
 
 namespace {
 
-// For list_index(): "" when `spec` (a listIndexes document) is an index on exactly `fields`, ascending,
-// unique when `unique`, that says nothing else than its name, version and (MongoDB before 4.4) namespace:
-// what createIndexes of that index makes. Else what differs ("not unique", "sparse", "a collation", ...), or
-// "other fields" when its key is another.
-std::string index_difference(const bson_t* spec, std::initializer_list<const char*> fields, bool unique) {
-  bool key_matches = false;
-  bool is_unique = false;
-  std::string other;
-  bson_iter_t it;
-  if (!bson_iter_init(&it, spec)) return "other fields";
-  while (bson_iter_next(&it)) {
-    const std::string_view option = bson_iter_key(&it);
-    if (option == "key" && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-      bson_iter_t key;
-      if (!bson_iter_recurse(&it, &key)) return "other fields";
-      auto field = fields.begin();
-      bool same = true;
-      while (same && bson_iter_next(&key)) {
-        same = field != fields.end() && std::string_view(bson_iter_key(&key)) == *field &&
-               BSON_ITER_HOLDS_NUMBER(&key) && bson_iter_as_double(&key) == 1.0;
-        if (same) ++field;
-      }
-      key_matches = same && field == fields.end();
-    } else if (option == "unique") {
-      is_unique = bson_iter_as_bool(&it);
-    } else if (option != "v" && option != "name" && option != "ns" && other.empty()) {
-      other = option == "partialFilterExpression" ? "partial" : std::string(option.substr(0, 40));
-    }
-  }
-  if (!key_matches) return "other fields";
-  if (is_unique != unique) return unique ? "not unique" : "unique";
-  return other;
-}
-
 // The `name` of an index document, bounded, for a message ("?" without one).
 std::string index_name(const bson_t* spec) {
   bson_iter_t it;
@@ -756,7 +722,7 @@ MongoStore::Impl::IndexListing MongoStore::Impl::list_index(mongoc_collection_t*
   const bool read = store::for_each_doc(
       cursor.get(),
       [&](const bson_t* spec) {
-        const auto difference = index_difference(spec, fields, unique);
+        const auto difference = store::index_difference(spec, fields, unique);
         if (difference.empty()) {
           listing.plain = true;
         } else if (difference != "other fields" && listing.other.empty()) {
@@ -812,7 +778,7 @@ bool MongoStore::has_unique_index() {
   const bson_t* doc = nullptr;
   bool found = false;
   while (mongoc_cursor_next(cursor.get(), &doc)) {
-    found = found || index_difference(doc, {"program"}, true).empty(); // as ensure_indexes() accepts it
+    found = found || store::index_difference(doc, {"program"}, true).empty(); // as ensure_indexes() accepts it
   }
   bson_error_t error;
   if (mongoc_cursor_error(cursor.get(), &error) && error.code != 26) { // 26: NamespaceNotFound, no collection yet

@@ -357,3 +357,58 @@ TEST_CASE("A connection inside a bounded call is made only while the connect lim
   CHECK(deadline.connect_fits(now + 700ms));
   CHECK_FALSE(deadline.connect_fits(now + 701ms));
 }
+
+namespace {
+
+// index_difference() of the listIndexes document `spec` (extended JSON) against the unique {program: 1}, or
+// against `fields` and `unique`.
+std::string difference(const char* spec, std::initializer_list<const char*> fields = {"program"}, bool unique = true) {
+  bson_error_t error;
+  bson_t* doc = bson_new_from_json(reinterpret_cast<const std::uint8_t*>(spec), -1, &error);
+  REQUIRE_MESSAGE(doc != nullptr, error.message);
+  auto out = store::index_difference(doc, fields, unique);
+  bson_destroy(doc);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("index_difference: only the plain unique index on exactly {program: 1} is accepted without createIndexes") {
+  // What MongoDB and FerretDB list for the index MongoStore creates, whatever its name or number type.
+  CHECK(difference(R"({"v": 2, "key": {"program": 1}, "name": "program_1", "unique": true})").empty());
+  CHECK(
+      difference(R"({"v": 2, "key": {"program": 1.0}, "name": "x", "unique": true, "ns": "mongolock.locks"})").empty());
+  CHECK(difference(R"({"key": {"program": {"$numberLong": "1"}}, "name": "p", "unique": 1})").empty());
+  // An index on the field that would not enforce one holder per name: refused by name of its difference.
+  CHECK(difference(R"({"v": 2, "key": {"program": 1}, "name": "program_1"})") == "not unique");
+  CHECK(difference(R"({"v": 2, "key": {"program": 1}, "name": "program_1", "unique": false})") == "not unique");
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": true, "sparse": true})") == "sparse");
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": true,
+                       "partialFilterExpression": {"x": {"$exists": true}}})") == "partial");
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": true, "collation": {"locale": "en"}})") ==
+        "collation");
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": true, "hidden": true})") == "hidden");
+  // Another key: not this index (createIndexes decides; the server refuses a name clash itself).
+  CHECK(difference(R"({"key": {"program": -1}, "name": "program_1", "unique": true})") == "other fields");
+  CHECK(difference(R"({"key": {"program": 2}, "name": "p", "unique": true})") == "other fields");
+  CHECK(difference(R"({"key": {"program": "1"}, "name": "p", "unique": true})") == "other fields");
+  CHECK(difference(R"({"key": {"program": 1, "x": 1}, "name": "p", "unique": true})") == "other fields");
+  CHECK(difference(R"({"key": {"x": 1, "program": 1}, "name": "p", "unique": true})") == "other fields");
+  CHECK(difference(R"({"key": {}, "name": "p", "unique": true})") == "other fields");
+  CHECK(difference(R"({"name": "p", "unique": true})") == "other fields");
+  CHECK(difference(R"({"key": {"_id": 1}, "name": "_id_"})") == "other fields");
+  // The queue's compound index, in its order, and a non-unique index asked for.
+  CHECK(
+      difference(R"({"key": {"name": 1, "seq": 1}, "name": "name_1_seq_1", "unique": true})", {"name", "seq"}).empty());
+  CHECK(difference(R"({"key": {"seq": 1, "name": 1}, "name": "s", "unique": true})", {"name", "seq"}) ==
+        "other fields");
+  CHECK(difference(R"({"key": {"name": 1}, "name": "n", "unique": true})", {"name", "seq"}) == "other fields");
+  CHECK(difference(R"({"key": {"name": 1, "ended_at": 1}, "name": "r"})", {"name", "ended_at"}, false).empty());
+  CHECK(difference(R"({"key": {"name": 1, "ended_at": 1}, "name": "r", "unique": true})", {"name", "ended_at"},
+                   false) == "unique");
+  // A long option name from the server is cut.
+  CHECK(
+      difference(
+          R"({"key": {"program": 1}, "unique": true, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa": 1})")
+          .size() == 40);
+}

@@ -11,6 +11,7 @@
 #include <bson/bson.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -121,6 +122,18 @@ void tickets_filter(const std::vector<std::string>& names, bson_t* out);
 // the database: SQLite's SQLITE_BUSY, "database is locked (517)". Nothing was written; the write may be sent
 // again (the wake-up event's insert, the history insert: docs/compatibility.md).
 [[nodiscard]] bool sqlite_locked(std::string_view message);
+
+// --- indexes (store/locks.cpp) -------------------------------------------------------------------------
+
+// How the index `spec` (one document of a listIndexes reply) differs from the index on exactly `fields`
+// (ascending, in this order) that MongoStore creates, unique when `unique`: "" when it is that index (its key
+// those fields, each numerically 1, of any BSON number type; `unique` as asked; no option but v, name and ns,
+// whatever its name), "other fields" for another key, "not unique" / "unique", or the first other option
+// ("sparse", "partial" for partialFilterExpression, "collation", ..., at most 40 bytes of the server's key).
+// MongoStore accepts the first, refuses an index on its unique index's fields with any other answer
+// (FerretDB v1 answers createIndexes over a non-unique one "all indexes already exist" and creates nothing),
+// and creates its own otherwise (Impl::ensure_index).
+[[nodiscard]] std::string index_difference(const bson_t* spec, std::initializer_list<const char*> fields, bool unique);
 
 // --- run history (store/runs.cpp) ---------------------------------------------------------------------
 

@@ -236,6 +236,36 @@ void fence_update(std::int64_t fence, bson_t* out) {
   bson_append_document_end(out, &set);
 }
 
+std::string index_difference(const bson_t* spec, std::initializer_list<const char*> fields, bool unique) {
+  bool key_matches = false;
+  bool is_unique = false;
+  std::string other;
+  bson_iter_t it;
+  if (!bson_iter_init(&it, spec)) return "other fields";
+  while (bson_iter_next(&it)) {
+    const std::string_view option = bson_iter_key(&it);
+    if (option == "key" && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+      bson_iter_t key;
+      if (!bson_iter_recurse(&it, &key)) return "other fields";
+      auto field = fields.begin();
+      bool same = true;
+      while (same && bson_iter_next(&key)) {
+        same = field != fields.end() && std::string_view(bson_iter_key(&key)) == *field &&
+               BSON_ITER_HOLDS_NUMBER(&key) && bson_iter_as_double(&key) == 1.0;
+        if (same) ++field;
+      }
+      key_matches = same && field == fields.end();
+    } else if (option == "unique") {
+      is_unique = bson_iter_as_bool(&it);
+    } else if (option != "v" && option != "name" && option != "ns" && other.empty()) {
+      other = option == "partialFilterExpression" ? "partial" : std::string(option.substr(0, 40));
+    }
+  }
+  if (!key_matches) return "other fields";
+  if (is_unique != unique) return unique ? "not unique" : "unique";
+  return other;
+}
+
 } // namespace store
 
 bool MongoStore::insert(LockRecord& lock) {
