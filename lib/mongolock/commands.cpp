@@ -543,9 +543,22 @@ int doctor_command(const GlobalOptions& global, Log& log) {
   fmt::print("clock offset: the server's clock is {} {} this host's (mongolock uses the server's)\n",
              format_duration(offset < Millis(0) ? -offset : offset), offset < Millis(0) ? "behind" : "ahead of");
   fmt::print("collection: {}.{}\n", global.store.database, global.store.collection);
-  const bool indexed = store.has_unique_index();
-  fmt::print("unique index program_1: {}\n",
-             indexed ? "present" : "missing (created by the next acquire, or run 'mongolock init')");
+  const auto index = store.unique_index_state();
+  switch (index.state) {
+  case MongoStore::UniqueIndexState::present:
+    fmt::print("unique index program_1: present\n");
+    break;
+  case MongoStore::UniqueIndexState::missing:
+    fmt::print("unique index program_1: missing (created by the next acquire, or run 'mongolock init')\n");
+    break;
+  case MongoStore::UniqueIndexState::unknown:
+    fmt::print("unique index program_1: unknown (listIndexes not authorized)\n");
+    break;
+  case MongoStore::UniqueIndexState::refused:
+    fmt::print("unique index program_1: refused (acquire and init fail with 69 until it is dropped)\n");
+    std::fflush(stdout);
+    throw unavailable_error(index.refusal);
+  }
 
   // Write access: insert and delete a probe document whose program no lock can have ('#' is reserved).
   LockRecord probe;

@@ -207,19 +207,31 @@ void init_driver(const Log& log) {
 void load_deferred_sasl_plugins([[maybe_unused]] const mongoc_uri_t* uri, [[maybe_unused]] const Log& log) {
 #ifdef MONGOLOCK_DEFER_SASL_PLUGINS
   const char* mechanism = mongoc_uri_get_auth_mechanism(uri);
-  if (!g_sasl_plugins_deferred || mechanism == nullptr || strcasecmp(mechanism, "GSSAPI") != 0) return;
+  if (mechanism == nullptr || strcasecmp(mechanism, "GSSAPI") != 0) return;
   static std::mutex mutex;
+  static std::optional<Error> failed; // Cyrus is left without its client side: every later store refuses too
   std::lock_guard lock(mutex);
+  if (failed) throw *failed;
   if (!g_sasl_plugins_deferred) return;
   g_sasl_plugins_deferred = false;
   const char* from_environment = getuid() == geteuid() && getgid() == getegid() ? std::getenv("SASL_PATH") : nullptr;
   std::string path = from_environment != nullptr ? from_environment : MONGOLOCK_SASL_PLUGIN_DIR;
+  const auto shown = path.size() <= 200 ? path : path.substr(0, 200) + "...";
   sasl_client_done();
   const int set = sasl_set_path(SASL_PATH_TYPE_PLUGIN, path.data());
-  const int started = sasl_client_init(nullptr);
-  log.debugf("GSSAPI: Cyrus SASL's plugins loaded from {} ({})", path,
-             set == SASL_OK && started == SASL_OK ? "ok"
-                                                  : sasl_errstring(set != SASL_OK ? set : started, nullptr, nullptr));
+  const int started = set == SASL_OK ? sasl_client_init(nullptr) : set;
+  log.debugf("GSSAPI: Cyrus SASL's plugins: {}, from {}",
+             started == SASL_OK ? "loaded" : sasl_errstring(started, nullptr, nullptr), shown);
+  if (started == SASL_OK) return;
+  // libmongoc's GSSAPI authentication would go on without Cyrus's client side and crash (red team 12, F3).
+  const auto message =
+      fmt::format("cannot load Cyrus SASL's plugins for authMechanism=GSSAPI from {} ({}): {}; {}",
+                  from_environment != nullptr ? "SASL_PATH" : "its plugin directory", shown,
+                  sasl_errstring(started, nullptr, nullptr),
+                  from_environment != nullptr ? "set SASL_PATH to the plugins' directories, or unset it"
+                                              : "check the SASL installation (libsasl2-modules-gssapi-mit)");
+  failed = from_environment != nullptr ? usage_error(message) : unavailable_error(message);
+  throw *failed;
 #endif
 }
 
@@ -680,7 +692,8 @@ const ServerClock& MongoStore::clock() {
 
 bool MongoStore::Impl::try_create_index(mongoc_collection_t* target, const char* name,
                                         std::initializer_list<const char*> fields, bool unique,
-                                        std::optional<Millis> expire_after, bson_error_t& error) const {
+                                        std::optional<Millis> expire_after, bson_error_t& error,
+                                        bool* created_nothing) const {
   Bson command;
   BSON_APPEND_UTF8(command.get(), "createIndexes", mongoc_collection_get_name(target));
   bson_t indexes, index, key;
@@ -699,66 +712,136 @@ bool MongoStore::Impl::try_create_index(mongoc_collection_t* target, const char*
   bson_append_document_end(&indexes, &index);
   bson_append_array_end(command.get(), &indexes);
   Reply reply;
-  return mongoc_collection_write_command_with_opts(target, command.get(), write_opts.get(), reply.get(), &error);
+  if (!mongoc_collection_write_command_with_opts(target, command.get(), write_opts.get(), reply.get(), &error)) {
+    return false;
+  }
+  bson_iter_t before;
+  bson_iter_t after;
+  if (created_nothing != nullptr) {
+    *created_nothing = bson_iter_init_find(&before, reply.get(), "numIndexesBefore") &&
+                       bson_iter_init_find(&after, reply.get(), "numIndexesAfter") && BSON_ITER_HOLDS_NUMBER(&before) &&
+                       BSON_ITER_HOLDS_NUMBER(&after) && bson_iter_as_int64(&before) == bson_iter_as_int64(&after);
+  }
+  return true;
 }
 
 namespace {
 
-// The `name` of an index document, bounded, for a message ("?" without one).
+// The `name` of an index document ("" without one).
 std::string index_name(const bson_t* spec) {
   bson_iter_t it;
-  if (!bson_iter_init_find(&it, spec, "name") || !BSON_ITER_HOLDS_UTF8(&it)) return "?";
-  return std::string(iter_string(it).substr(0, 100));
+  if (!bson_iter_init_find(&it, spec, "name") || !BSON_ITER_HOLDS_UTF8(&it)) return "";
+  return std::string(iter_string(it));
+}
+
+// "program: 1" of an index's fields.
+std::string key_text(std::initializer_list<const char*> fields) {
+  std::string key;
+  for (const char* field : fields)
+    key += fmt::format("{}{}: 1", key.empty() ? "" : ", ", field);
+  return key;
 }
 
 } // namespace
 
-MongoStore::Impl::IndexListing MongoStore::Impl::list_index(mongoc_collection_t* target,
-                                                            std::initializer_list<const char*> fields,
-                                                            bool unique) const {
-  CursorPtr cursor(mongoc_collection_find_indexes_with_opts(target, nullptr));
-  IndexListing listing;
+const MongoStore::Impl::Index MongoStore::Impl::k_lock_index{
+    "program_1", {"program"}, true, "the exclusion needs a unique one (two holders could take one name)"};
+
+MongoStore::Impl::IndexListing MongoStore::Impl::list_index(mongoc_collection_t* target, const Index& index) const {
+  Bson command;
+  BSON_APPEND_UTF8(command.get(), "listIndexes", mongoc_collection_get_name(target));
+  bson_t cursor_opts;
+  BSON_APPEND_DOCUMENT_BEGIN(command.get(), "cursor", &cursor_opts);
+  BSON_APPEND_INT32(&cursor_opts, "batchSize", 1000);
+  bson_append_document_end(command.get(), &cursor_opts);
+  Reply reply;
   bson_error_t error;
-  const bool read = store::for_each_doc(
-      cursor.get(),
-      [&](const bson_t* spec) {
-        const auto difference = store::index_difference(spec, fields, unique);
-        if (difference.empty()) {
-          listing.plain = true;
-        } else if (difference != "other fields" && listing.other.empty()) {
-          listing.other = index_name(spec);
-          listing.difference = difference;
-        }
-        return true;
-      },
-      error);
-  if (!read && error.domain != MONGOC_ERROR_SERVER && error.domain != MONGOC_ERROR_QUERY) {
-    fail("listIndexes", error, target); // no answer: as the createIndexes would have failed
+  IndexListing listing;
+  if (!mongoc_collection_command_with_opts(target, command.get(), nullptr, nullptr, reply.get(), &error)) {
+    const bool answered = error.domain == MONGOC_ERROR_SERVER || error.domain == MONGOC_ERROR_QUERY;
+    if (answered && error.code == 26) { // NamespaceNotFound: no collection, no index
+      listing.complete = true;
+      return listing;
+    }
+    if (answered && error.code == 13) { // Unauthorized
+      listing.refused = true;
+      return listing;
+    }
+    fail("listIndexes", error, target);
   }
-  return read ? listing : IndexListing{};
+  bson_iter_t it;
+  bson_iter_t batch;
+  if (bson_iter_init(&it, reply.get()) && bson_iter_find_descendant(&it, "cursor.firstBatch", &batch) &&
+      BSON_ITER_HOLDS_ARRAY(&batch) && bson_iter_recurse(&batch, &it)) {
+    while (bson_iter_next(&it)) {
+      if (!BSON_ITER_HOLDS_DOCUMENT(&it)) continue;
+      std::uint32_t length = 0;
+      const std::uint8_t* data = nullptr;
+      bson_iter_document(&it, &length, &data);
+      bson_t spec;
+      if (!bson_init_static(&spec, data, length)) continue;
+      const auto difference = store::index_difference(&spec, index.fields, index.unique);
+      if (difference.empty()) {
+        listing.plain = true;
+      } else if (difference != "other fields" && listing.other.empty()) {
+        listing.other = index_name(&spec);
+        listing.difference = difference;
+      }
+    }
+    bson_iter_t id;
+    listing.complete = bson_iter_init(&id, reply.get()) && bson_iter_find_descendant(&id, "cursor.id", &id) &&
+                       BSON_ITER_HOLDS_NUMBER(&id) && bson_iter_as_int64(&id) == 0;
+  }
+  return listing;
 }
 
-void MongoStore::Impl::ensure_index(mongoc_collection_t* target, const char* name,
-                                    std::initializer_list<const char*> fields, bool unique) const {
-  const auto listing = list_index(target, fields, unique);
+std::string MongoStore::Impl::index_refusal(mongoc_collection_t* target, const Index& index,
+                                            const IndexListing& listing) const {
+  const std::string collection_name = mongoc_collection_get_name(target);
+  const auto key = key_text(index.fields);
+  // By name where it is short plain text, else by key (a name cut short would name no index).
+  const bool by_name =
+      listing.other.size() <= 100 && std::all_of(listing.other.begin(), listing.other.end(),
+                                                 [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  const auto shown = listing.other.size() <= 100 ? listing.other : listing.other.substr(0, 100) + "...";
+  return fmt::format("{}.{}: its index {} on {{{}}} is {}, and {}; drop it (db.getSiblingDB(\"{}\").{}.dropIndex({})) "
+                     "and mongolock creates its unique index {}",
+                     config.database, collection_name, shown, key, listing.difference, index.needs, config.database,
+                     collection_name, by_name ? fmt::format("\"{}\"", listing.other) : fmt::format("{{{}}}", key),
+                     index.name);
+}
+
+void MongoStore::Impl::ensure_index(mongoc_collection_t* target, const Index& index) {
+  const auto listing = list_index(target, index);
   if (listing.plain) return;
-  if (unique && !listing.other.empty()) {
-    std::string key;
-    for (const char* field : fields)
-      key += fmt::format("{}{}: 1", key.empty() ? "" : ", ", field);
-    const std::string target_name = mongoc_collection_get_name(target);
-    throw unavailable_error(fmt::format(
-        "{}.{}: its index {} on {{{}}} is {}, and the exclusion needs a unique one (two holders could take one "
-        "name); drop it (db.getSiblingDB(\"{}\").{}.dropIndex(\"{}\")) and mongolock creates its unique index {}",
-        config.database, target_name, listing.other, key, listing.difference, config.database, target_name,
-        listing.other, name));
+  if (index.unique && !listing.other.empty()) throw unavailable_error(index_refusal(target, index, listing));
+  bson_error_t error;
+  bool created_nothing = false;
+  if (!try_create_index(target, index.name, index.fields, index.unique, std::nullopt, error, &created_nothing)) {
+    fail(fmt::format("createIndexes ({})", index.name), error, target);
   }
-  create_index(target, name, fields, unique, std::nullopt);
+  if (!index.unique || !created_nothing) return;
+  // The server made nothing: it holds an index it takes for this one (or a concurrent first run made it).
+  const std::string where_text = fmt::format("{}.{}", config.database, mongoc_collection_get_name(target));
+  if (listing.refused) {
+    if (!is_ferretdb()) return; // MongoDB compared the options: a non-unique one would have been a conflict (85)
+    throw unavailable_error(fmt::format(
+        "{}: listIndexes was refused (not authorized) and FerretDB's createIndexes of {} created nothing, which it "
+        "also answers over an index on {{{}}} that is not unique; {}: grant the user listIndexes on it",
+        where_text, index.name, key_text(index.fields), index.needs));
+  }
+  const auto again = list_index(target, index);
+  if (again.plain) return;
+  if (!again.other.empty()) throw unavailable_error(index_refusal(target, index, again));
+  throw unavailable_error(
+      fmt::format("{}: createIndexes of {} created nothing, as if it existed, but listIndexes lists "
+                  "no unique index on {{{}}}; {}: check the collection's indexes",
+                  where_text, index.name, key_text(index.fields), index.needs));
 }
 
 void MongoStore::ensure_indexes() {
   m_impl->connect();
-  m_impl->ensure_index(m_impl->collection.get(), "program_1", {"program"}, true);
+  m_impl->ensure_index(m_impl->collection.get(), Impl::k_lock_index);
 }
 
 std::string MongoStore::create_ttl_index(Millis expire_after) {
@@ -771,20 +854,15 @@ std::string MongoStore::create_ttl_index(Millis expire_after) {
   return scrub_secrets(fmt::format("{} (error {})", error.message, error.code), m_impl->config.uri);
 }
 
-bool MongoStore::has_unique_index() {
+MongoStore::UniqueIndexState MongoStore::unique_index_state() {
   auto& impl = *m_impl;
   impl.connect();
-  CursorPtr cursor(mongoc_collection_find_indexes_with_opts(impl.collection.get(), nullptr));
-  const bson_t* doc = nullptr;
-  bool found = false;
-  while (mongoc_cursor_next(cursor.get(), &doc)) {
-    found = found || store::index_difference(doc, {"program"}, true).empty(); // as ensure_indexes() accepts it
+  const auto listing = impl.list_index(impl.collection.get(), Impl::k_lock_index);
+  if (listing.plain) return {UniqueIndexState::present, {}};
+  if (!listing.other.empty()) {
+    return {UniqueIndexState::refused, impl.index_refusal(impl.collection.get(), Impl::k_lock_index, listing)};
   }
-  bson_error_t error;
-  if (mongoc_cursor_error(cursor.get(), &error) && error.code != 26) { // 26: NamespaceNotFound, no collection yet
-    impl.fail("listIndexes", error);
-  }
-  return found;
+  return {listing.refused ? UniqueIndexState::unknown : UniqueIndexState::missing, {}};
 }
 
 namespace {

@@ -129,9 +129,16 @@ public:
   // Server version and wire version (buildInfo), for diagnostics.
   [[nodiscard]] ServerInfo server_info();
 
-  // True when a unique index on exactly {program: 1}, with no other option, exists (listIndexes): the one
-  // ensure_indexes() accepts without a createIndexes, whatever its name.
-  [[nodiscard]] bool has_unique_index();
+  // The unique index on {program: 1} as an acquisition finds it (one listIndexes): `present` (a unique index on
+  // exactly {program: 1} with no other option, whatever its name), `missing` (the next acquisition or init
+  // creates it), `refused` (an index on {program: 1} that is not that: every acquisition fails with Error 69,
+  // `refusal` its message), or `unknown` (the server refused listIndexes: Unauthorized, 13). Throws Error (69)
+  // when the server cannot be reached.
+  struct UniqueIndexState {
+    enum State { present, missing, refused, unknown } state;
+    std::string refusal;
+  };
+  [[nodiscard]] UniqueIndexState unique_index_state();
 
   // Creates a TTL index on expires_at that deletes documents `expire_after` past their expiry: garbage
   // collection only, the protocol never relies on it. Returns "" when created (or present), else the

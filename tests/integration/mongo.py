@@ -25,6 +25,7 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
     mongo.py index SUFFIX NAME FIELD  create an index NAME on FIELD of <collection>SUFFIX, not unique (as an
                         operator's createIndex by hand)
+    mongo.py index-on SUFFIX NAME FIELD...  the same on several fields, in that order
     mongo.py drop-index SUFFIX NAME  drop the index NAME of <collection>SUFFIX
     mongo.py indexes SUFFIX  the indexes of <collection>SUFFIX, one "name unique|plain" line each
     mongo.py remove NAME TOKEN  delete NAME's lock document if its token is TOKEN (as a release by another
@@ -285,6 +286,11 @@ def main():
     elif what == "index" and len(sys.argv) == 5:
         reply = command({"createIndexes": coll + sys.argv[2], "$db": db,
                          "indexes": [{"key": {sys.argv[4]: 1}, "name": sys.argv[3]}]})
+        if reply.get("ok") != 1.0:
+            die(f"createIndexes failed: {reply}")
+    elif what == "index-on" and len(sys.argv) >= 5:
+        reply = command({"createIndexes": coll + sys.argv[2], "$db": db,
+                         "indexes": [{"key": {f: 1 for f in sys.argv[4:]}, "name": sys.argv[3]}]})
         if reply.get("ok") != 1.0:
             die(f"createIndexes failed: {reply}")
     elif what == "drop-index" and len(sys.argv) == 4:

@@ -129,6 +129,20 @@ join_creates_the_queue_index_once() {
   python3 "$ITEST_DIR/mongo.py" drop
 }
 
+# The queue's unique index orders waiters: one on its fields that is not unique is refused for that reason (not
+# the lock's exclusion: red team 12, F5), with its dropIndex.
+non_unique_queue_index_refused() {
+  local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_nuq
+  local name
+  name=$(lock_name)
+  ml acquire "$name" --process "$HOLDER" >/dev/null
+  python3 "$ITEST_DIR/mongo.py" index-on _queue by_seq name seq
+  expect_exit 69 -- ml run "$name" --wait 5s -- true
+  assert_error_line "its index by_seq on {name: 1, seq: 1} is not unique, and the queue's order needs a unique one"
+  assert_contains "$ERR" 'dropIndex("by_seq")'
+  python3 "$ITEST_DIR/mongo.py" drop
+}
+
 # A `run` holder learns of waiters from its heartbeat (it reads the queue after a renewal) and marks its
 # own lock; its release at the end then wakes the head. Neither the head nor the waiter behind it sends
 # a write to the locks collection (on FerretDB v1 such an update could roll back the holder's renewal).
@@ -583,6 +597,7 @@ run_case "only the first three in line follow the events; the rest move up and k
 run_case "--no-push: waiters poll and still get the lock in order" polling_without_push_keeps_order
 run_case "a release wakes the head of the queue at once; an un-waited release is one command" push_wakes_the_head
 run_case "index commands of a join: the lock's listed; the queue's listed and created by the first waiter only" join_creates_the_queue_index_once
+run_case "a queue index on (name, seq) that is not unique is refused, for the queue's order" non_unique_queue_index_refused
 run_case "a running holder marks its own lock for waiters; waiters never write a lock document" run_holder_marks_itself
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease
 run_case "a waiter killed far back is skipped once it keeps its long lease among the first in line" killed_far_waiter_skipped_before_its_lease

@@ -262,6 +262,12 @@ gssapi_loads_sasl_plugins() {
   expect_exit 69 -- env SASL_PATH="$T/no-plugins" "$MONGOLOCK_BIN" --uri "$uri" acquire "$(lock_name)"
   assert_error_line "Available mechanisms: "
   assert_matches "$ERR" "Available mechanisms: EXTERNAL$"
+  # A SASL_PATH Cyrus cannot take (a component of PATH_MAX or more) leaves it without its client side, and
+  # libmongoc's GSSAPI authentication then crashed (exit 139; red team 12, F3): refused, 64, naming it.
+  expect_exit 64 -- env SASL_PATH="$(printf '/x%.0s' {1..2600})" "$MONGOLOCK_BIN" --uri "$uri" acquire "$(lock_name)"
+  assert_error_line "cannot load Cyrus SASL's plugins for authMechanism=GSSAPI from SASL_PATH (/x/x"
+  assert_contains "$ERR" "set SASL_PATH to the plugins' directories, or unset it"
+  [[ $(wc -c <"$ERR") -lt 600 ]] || fail_with "the refusal is not bounded" stderr "$ERR"
 }
 
 # assert_error_line_kind KIND TEXT: stderr is exactly one line "mongolock: KIND: ..." containing TEXT.

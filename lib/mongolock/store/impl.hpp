@@ -224,7 +224,11 @@ struct MongoStore::Impl {
     const char* name;
     std::initializer_list<const char*> fields;
     bool unique;
+    // For a unique index: what rests on it, for a refusal ("the exclusion needs a unique one (two holders
+    // could take one name)").
+    const char* needs = "";
   };
+  static const Index k_lock_index; // program_1 of the lock documents: the one the exclusion rests on
   mongoc_collection_t* open(CollectionPtr& handle, std::string_view suffix, const Index* index = nullptr,
                             bool* indexed = nullptr) {
     if (!handle) {
@@ -232,7 +236,7 @@ struct MongoStore::Impl {
       handle.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), name.c_str()));
     }
     if (index != nullptr && (indexed == nullptr || !*indexed)) {
-      ensure_index(handle.get(), index->name, index->fields, index->unique);
+      ensure_index(handle.get(), *index);
       if (indexed != nullptr) *indexed = true;
     }
     return handle.get();
@@ -279,8 +283,11 @@ struct MongoStore::Impl {
   std::int64_t update(const LockSelector& which, const bson_t* update, std::string_view what);
 
   // createIndexes on `target` with one ascending key per field. Returns false with `error` set on failure.
+  // With `created_nothing`: set when the reply says the server made no index (numIndexesBefore equal to
+  // numIndexesAfter: "all indexes already exist"); false when the reply does not say (a mongos's).
   bool try_create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
-                        bool unique, std::optional<Millis> expire_after, bson_error_t& error) const;
+                        bool unique, std::optional<Millis> expire_after, bson_error_t& error,
+                        bool* created_nothing = nullptr) const;
   void create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
                     bool unique, std::optional<Millis> expire_after) const {
     bson_error_t error;
@@ -289,28 +296,35 @@ struct MongoStore::Impl {
     }
   }
 
-  // What listIndexes (one read) says of the index on exactly `fields` (ascending, in this order) of `target`:
-  // `plain` when one is there, unique when `unique`, with no other option than its name and version; else
-  // `other`, the name of one on those fields with other options and how it `difference`s ("not unique",
-  // "sparse", ...), or "" when there is none. On FerretDB every createIndexes takes the registry's write
-  // lock, even for an index that exists, and one that waited there for a pooled connection that open cursors
-  // held wedged the server (docs/compatibility.md); the read takes none. Nothing found (plain false, other "")
-  // also when the collection does not exist yet (NamespaceNotFound, 26) or the server refused the read (a role
-  // without listIndexes: Unauthorized, 13). Throws as fail() when the server could not be reached.
+  // What one listIndexes says of `index` in `target`: `plain` when an index on exactly its fields (ascending,
+  // in this order), unique as it is, with no other option than its name and version is there, whatever its
+  // name (store::index_difference()); else `other`, the name of one on those fields with other options and
+  // how it `difference`s ("not unique", "sparse", ...). On FerretDB every createIndexes takes the registry's
+  // write lock, even for an index that exists, and one that waited there for a pooled connection that open
+  // cursors held wedged the server (docs/compatibility.md); the read takes none. Sent as a generic command,
+  // once: libmongoc sends a read cursor's listIndexes again after a network error (a retryable read), each
+  // copy with the whole socket timeout (red team 12, F2: 20 s where createIndexes took 10 s). `complete`: every
+  // index was in the reply, or the collection does not exist (NamespaceNotFound, 26); `refused`: the server
+  // refused the read (a role without listIndexes: Unauthorized, 13). Any other failure throws as fail().
   struct IndexListing {
     bool plain = false;
-    std::string other;      // the name of an index on `fields` that is not plain, "" when there is none
+    bool complete = false;
+    bool refused = false;
+    std::string other;      // the name of an index on the fields that is not plain, "" when there is none
     std::string difference; // how it differs: "not unique", "sparse", "partial", "collation", ...
   };
-  [[nodiscard]] IndexListing list_index(mongoc_collection_t* target, std::initializer_list<const char*> fields,
-                                        bool unique) const;
-  // The index `name` on `fields`: listed (list_index), else created (createIndexes; Error as create_index()).
-  // A unique index's fields with another index on them that is not plain (not unique, sparse, partial, a
-  // collation) are refused, Error (69) naming it and the way out: MongoDB's createIndexes would refuse the
-  // conflict, FerretDB v1's answers "all indexes already exist" for a non-unique index of the same name and
-  // creates nothing, and two holders could then insert one name (the lock's exclusion rests on it).
-  void ensure_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
-                    bool unique) const;
+  [[nodiscard]] IndexListing list_index(mongoc_collection_t* target, const Index& index) const;
+  // The one-line refusal of `listing`'s `other` index for `index` in `target`: what it is, what needs `index`,
+  // and the dropIndex that ends it (by name, or by key where the name is long or not plain text).
+  [[nodiscard]] std::string index_refusal(mongoc_collection_t* target, const Index& index,
+                                          const IndexListing& listing) const;
+  // `index` listed (list_index()), else created (createIndexes; Error as create_index()). For a unique index,
+  // Error (69, index_refusal()) when an index on its fields is there that is not plain: MongoDB's createIndexes
+  // refuses such a conflict itself, FerretDB v1's answers "all indexes already exist" over a non-unique index
+  // of the same name and creates nothing, and two holders could then insert one name. So a createIndexes that
+  // created nothing is believed only when a second listing shows the plain index, or, where listIndexes is
+  // refused, from MongoDB (which compares the options), never from FerretDB (is_ferretdb()).
+  void ensure_index(mongoc_collection_t* target, const Index& index);
 
   // (Re)creates the client, collection handles and monitoring: connectTimeoutMS and
   // serverSelectionTimeoutMS `connect`, socketTimeoutMS `socket` (at least 1ms each).

@@ -447,7 +447,10 @@ std::int64_t MongoStore::next_fence(std::string_view name) {
   auto& impl = *m_impl;
   impl.connect();
   if (!impl.fences) {
-    const MongoStore::Impl::Index unique{"name_1_fence_1", {"name", "fence"}, true};
+    const MongoStore::Impl::Index unique{"name_1_fence_1",
+                                         {"name", "fence"},
+                                         true,
+                                         "the fencing tokens need a unique one (two holders could get one token)"};
     (void)impl.open(impl.fences, "_fences", &unique);
   }
   // Highest token so far, plus one; a concurrent allocation of the same value loses on the unique index

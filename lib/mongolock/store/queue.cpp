@@ -84,7 +84,10 @@ void tickets_filter(const std::vector<std::string>& names, bson_t* out) {
 } // namespace store
 
 mongoc_collection_t* MongoStore::Impl::queue_collection(bool ensure_index) {
-  const Index unique{"name_1_seq_1", {"name", "seq"}, true};
+  const Index unique{"name_1_seq_1",
+                     {"name", "seq"},
+                     true,
+                     "the queue's order needs a unique one (two waiters could take one place in line)"};
   return open(queue, "_queue", ensure_index ? &unique : nullptr, &queue_indexed);
 }
 

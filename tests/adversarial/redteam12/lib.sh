@@ -1,7 +1,7 @@
 # Sourced by the redteam12 scripts. A server: $RT12_URI if set (a FerretDB the caller runs), else a private
-# one from scripts/test-server, stopped on exit. Helpers: raw (raw.py), ml (the binary under test),
-# fp_start/proxy (tests/integration/failproxy.py in front of the server), two_holders.
-RT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# one from scripts/test-server, stopped on exit. Helpers: raw (raw.py), $ML/$ML_BASE (HEAD, baseline),
+# fp_start/proxy (tests/integration/failproxy.py in front of the server).
+export RT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$RT_DIR/../../.." && pwd)
 ML=${ML:-$REPO/build/cli/mongolock}
 ML_BASE=${ML_BASE:-$REPO/build-baseline-3ce8898/build/cli/mongolock}
