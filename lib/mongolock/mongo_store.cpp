@@ -718,9 +718,12 @@ bool MongoStore::Impl::try_create_index(mongoc_collection_t* target, const char*
   bson_iter_t before;
   bson_iter_t after;
   if (created_nothing != nullptr) {
-    *created_nothing = bson_iter_init_find(&before, reply.get(), "numIndexesBefore") &&
-                       bson_iter_init_find(&after, reply.get(), "numIndexesAfter") && BSON_ITER_HOLDS_NUMBER(&before) &&
-                       BSON_ITER_HOLDS_NUMBER(&after) && bson_iter_as_int64(&before) == bson_iter_as_int64(&after);
+    // Made something only where the reply says so: a reply without the counts (a mongos's, or a proxy's) is
+    // taken as one that made nothing, and the index is listed again.
+    *created_nothing =
+        !(bson_iter_init_find(&before, reply.get(), "numIndexesBefore") &&
+          bson_iter_init_find(&after, reply.get(), "numIndexesAfter") && BSON_ITER_HOLDS_NUMBER(&before) &&
+          BSON_ITER_HOLDS_NUMBER(&after) && bson_iter_as_int64(&after) > bson_iter_as_int64(&before));
   }
   return true;
 }

@@ -283,8 +283,8 @@ struct MongoStore::Impl {
   std::int64_t update(const LockSelector& which, const bson_t* update, std::string_view what);
 
   // createIndexes on `target` with one ascending key per field. Returns false with `error` set on failure.
-  // With `created_nothing`: set when the reply says the server made no index (numIndexesBefore equal to
-  // numIndexesAfter: "all indexes already exist"); false when the reply does not say (a mongos's).
+  // With `created_nothing`: false only when the reply says the server made an index (numIndexesAfter above
+  // numIndexesBefore); true for "all indexes already exist" and for a reply without the counts (a mongos's).
   bool try_create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
                         bool unique, std::optional<Millis> expire_after, bson_error_t& error,
                         bool* created_nothing = nullptr) const;
