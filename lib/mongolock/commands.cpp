@@ -543,21 +543,26 @@ int doctor_command(const GlobalOptions& global, Log& log) {
   fmt::print("clock offset: the server's clock is {} {} this host's (mongolock uses the server's)\n",
              format_duration(offset < Millis(0) ? -offset : offset), offset < Millis(0) ? "behind" : "ahead of");
   fmt::print("collection: {}.{}\n", global.store.database, global.store.collection);
-  const auto index = store.unique_index_state();
-  switch (index.state) {
-  case MongoStore::UniqueIndexState::present:
-    fmt::print("unique index program_1: present\n");
-    break;
-  case MongoStore::UniqueIndexState::missing:
-    fmt::print("unique index program_1: missing (created by the next acquire, or run 'mongolock init')\n");
-    break;
-  case MongoStore::UniqueIndexState::unknown:
-    fmt::print("unique index program_1: unknown (listIndexes not authorized)\n");
-    break;
-  case MongoStore::UniqueIndexState::refused:
-    fmt::print("unique index program_1: refused (acquire and init fail with 69 until it is dropped)\n");
-    std::fflush(stdout);
-    throw unavailable_error(index.refusal);
+  std::string refusal; // the first index the commands refuse: doctor fails with it, after the write check
+  for (const auto& index : store.index_states()) {
+    switch (index.state) {
+    case MongoStore::IndexState::present:
+      fmt::print("unique index {}: present\n", index.name);
+      break;
+    case MongoStore::IndexState::missing:
+      fmt::print("unique index {}: missing (created by {})\n", index.name,
+                 index.name == "program_1"      ? "the next acquire, or run 'mongolock init'"
+                 : index.name == "name_1_seq_1" ? "the first waiter, --wait"
+                                                : "the first --fence");
+      break;
+    case MongoStore::IndexState::unknown:
+      fmt::print("unique index {}: unknown (listIndexes not authorized)\n", index.name);
+      break;
+    case MongoStore::IndexState::refused:
+      fmt::print("unique index {}: refused (the commands that need it fail with 69 until it is dropped)\n", index.name);
+      if (refusal.empty()) refusal = index.refusal;
+      break;
+    }
   }
 
   // Write access: insert and delete a probe document whose program no lock can have ('#' is reserved).
@@ -575,6 +580,10 @@ int doctor_command(const GlobalOptions& global, Log& log) {
     throw unavailable_error("write check failed: the probe document could not be written and removed");
   }
   fmt::print("write access: ok (inserted and removed a probe document with write concern majority)\n");
+  if (!refusal.empty()) {
+    std::fflush(stdout);
+    throw unavailable_error(refusal);
+  }
   log.debugf("doctor finished");
   return k_exit_ok;
 }

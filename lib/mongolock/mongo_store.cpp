@@ -4,6 +4,7 @@
 // the per-call deadline of the kept connection, the server's clock, indexes and server information.
 #include <mongolock/store/impl.hpp>
 #include <mongolock/text.hpp>
+#include <mongolock/token.hpp>
 
 #if defined(MONGOC_ENABLE_SASL_CYRUS) && defined(MONGOLOCK_SASL_PLUGIN_DIR)
 #define MONGOLOCK_DEFER_SASL_PLUGINS 1
@@ -749,6 +750,16 @@ std::string key_text(std::initializer_list<const char*> fields) {
 
 const MongoStore::Impl::Index MongoStore::Impl::k_lock_index{
     "program_1", {"program"}, true, "the exclusion needs a unique one (two holders could take one name)"};
+const MongoStore::Impl::Index MongoStore::Impl::k_queue_index{
+    "name_1_seq_1",
+    {"name", "seq"},
+    true,
+    "the queue's order needs a unique one (two waiters could take one place in line)"};
+const MongoStore::Impl::Index MongoStore::Impl::k_fence_index{
+    "name_1_fence_1",
+    {"name", "fence"},
+    true,
+    "the fencing tokens need a unique one (two holders could get one token)"};
 
 MongoStore::Impl::IndexListing MongoStore::Impl::list_index(mongoc_collection_t* target, const Index& index) const {
   Bson command;
@@ -814,27 +825,26 @@ std::string MongoStore::Impl::index_refusal(mongoc_collection_t* target, const I
                      index.name);
 }
 
-void MongoStore::Impl::ensure_index(mongoc_collection_t* target, const Index& index) {
+bool MongoStore::Impl::ensure_index(mongoc_collection_t* target, const Index& index) {
   const auto listing = list_index(target, index);
-  if (listing.plain) return;
+  if (listing.plain) return true;
+  const std::string where_text = fmt::format("{}.{}", config.database, mongoc_collection_get_name(target));
   if (index.unique && !listing.other.empty()) throw unavailable_error(index_refusal(target, index, listing));
+  if (index.unique && !listing.complete && !listing.refused) {
+    throw unavailable_error(fmt::format("{}: listIndexes said more indexes follow the first 1000 and none of those "
+                                        "was the unique index on {{{}}}; {}: check the collection's indexes",
+                                        where_text, key_text(index.fields), index.needs));
+  }
   bson_error_t error;
   bool created_nothing = false;
   if (!try_create_index(target, index.name, index.fields, index.unique, std::nullopt, error, &created_nothing)) {
     fail(fmt::format("createIndexes ({})", index.name), error, target);
   }
-  if (!index.unique || !created_nothing) return;
+  if (!index.unique || !created_nothing) return true;
   // The server made nothing: it holds an index it takes for this one (or a concurrent first run made it).
-  const std::string where_text = fmt::format("{}.{}", config.database, mongoc_collection_get_name(target));
-  if (listing.refused) {
-    if (!is_ferretdb()) return; // MongoDB compared the options: a non-unique one would have been a conflict (85)
-    throw unavailable_error(fmt::format(
-        "{}: listIndexes was refused (not authorized) and FerretDB's createIndexes of {} created nothing, which it "
-        "also answers over an index on {{{}}} that is not unique; {}: grant the user listIndexes on it",
-        where_text, index.name, key_text(index.fields), index.needs));
-  }
+  if (listing.refused) return false;
   const auto again = list_index(target, index);
-  if (again.plain) return;
+  if (again.plain) return true;
   if (!again.other.empty()) throw unavailable_error(index_refusal(target, index, again));
   throw unavailable_error(
       fmt::format("{}: createIndexes of {} created nothing, as if it existed, but listIndexes lists "
@@ -842,9 +852,49 @@ void MongoStore::Impl::ensure_index(mongoc_collection_t* target, const Index& in
                   where_text, index.name, key_text(index.fields), index.needs));
 }
 
+std::string MongoStore::Impl::unverified_index(mongoc_collection_t* target, const Index& index) const {
+  return fmt::format("{}.{}: listIndexes was refused (not authorized) and FerretDB's createIndexes of {} created "
+                     "nothing, which it also answers over an index on {{{}}} that is not unique; {}: grant the user "
+                     "listIndexes on it",
+                     config.database, mongoc_collection_get_name(target), index.name, key_text(index.fields),
+                     index.needs);
+}
+
 void MongoStore::ensure_indexes() {
   m_impl->connect();
-  m_impl->ensure_index(m_impl->collection.get(), Impl::k_lock_index);
+  if (!m_impl->ensure_index(m_impl->collection.get(), Impl::k_lock_index)) prove_unique_index();
+}
+
+bool MongoStore::unique_in_force() {
+  LockRecord probe;
+  probe.program = fmt::format("#index-probe-{}", make_token()); // '#' is reserved: no lock has it
+  probe.name = probe.program;
+  probe.process = "index-probe";
+  probe.token = make_token();
+  probe.acquired_at = probe.renewed_at = probe.expires_at = clock().now(); // expired at once
+  probe.ttl = Millis(1);
+  if (!insert(probe)) throw unavailable_error("the index probe's first document was refused as a duplicate");
+  LockRecord second = probe;
+  second.id.clear();
+  second.token = make_token();
+  const bool stored_twice = insert(second);
+  (void)remove(LockSelector{.program = probe.program, .id = probe.id});
+  if (stored_twice) (void)remove(LockSelector{.program = second.program, .id = second.id});
+  return !stored_twice;
+}
+
+void MongoStore::prove_unique_index() {
+  auto& impl = *m_impl;
+  if (unique_in_force()) {
+    impl.log.debugf("listIndexes not authorized: a second document of one program was refused (11000), the unique "
+                    "index on {{program: 1}} is in force");
+    return;
+  }
+  throw unavailable_error(fmt::format(
+      "{}: listIndexes was refused (not authorized), createIndexes of program_1 created nothing, and two lock "
+      "documents of one program were both stored: no unique index on {{program: 1}} is in force, and {}; drop the "
+      "index on {{program: 1}} that is not unique, or grant the user listIndexes to be told which it is",
+      impl.namespace_name, Impl::k_lock_index.needs));
 }
 
 std::string MongoStore::create_ttl_index(Millis expire_after) {
@@ -857,15 +907,33 @@ std::string MongoStore::create_ttl_index(Millis expire_after) {
   return scrub_secrets(fmt::format("{} (error {})", error.message, error.code), m_impl->config.uri);
 }
 
-MongoStore::UniqueIndexState MongoStore::unique_index_state() {
+std::vector<MongoStore::IndexState> MongoStore::index_states() {
   auto& impl = *m_impl;
   impl.connect();
-  const auto listing = impl.list_index(impl.collection.get(), Impl::k_lock_index);
-  if (listing.plain) return {UniqueIndexState::present, {}};
-  if (!listing.other.empty()) {
-    return {UniqueIndexState::refused, impl.index_refusal(impl.collection.get(), Impl::k_lock_index, listing)};
+  std::vector<IndexState> states;
+  const auto state_of = [&](mongoc_collection_t* target, const Impl::Index& index, const char* of) {
+    const auto listing = impl.list_index(target, index);
+    IndexState state{index.name, IndexState::missing, {}, of};
+    if (listing.plain) {
+      state.state = IndexState::present;
+    } else if (!listing.other.empty()) {
+      state.state = IndexState::refused;
+      state.refusal = impl.index_refusal(target, index, listing);
+    } else if (listing.refused) {
+      state.state = IndexState::unknown;
+    } else if (!listing.complete) {
+      state.state = IndexState::refused;
+      state.refusal = fmt::format("{}: listIndexes said more indexes follow the first 1000", impl.where({}));
+    }
+    states.push_back(std::move(state));
+  };
+  state_of(impl.collection.get(), Impl::k_lock_index, "the lock documents");
+  if (states.front().state == IndexState::unknown) {
+    states.front().state = unique_in_force() ? IndexState::present : IndexState::missing; // by the server's behaviour
   }
-  return {listing.refused ? UniqueIndexState::unknown : UniqueIndexState::missing, {}};
+  state_of(impl.open(impl.queue, "_queue"), Impl::k_queue_index, "the queue");
+  state_of(impl.open(impl.fences, "_fences"), Impl::k_fence_index, "the fencing tokens");
+  return states;
 }
 
 namespace {

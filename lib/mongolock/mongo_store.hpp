@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace mongolock {
 
@@ -129,16 +130,27 @@ public:
   // Server version and wire version (buildInfo), for diagnostics.
   [[nodiscard]] ServerInfo server_info();
 
-  // The unique index on {program: 1} as an acquisition finds it (one listIndexes): `present` (a unique index on
-  // exactly {program: 1} with no other option, whatever its name), `missing` (the next acquisition or init
-  // creates it), `refused` (an index on {program: 1} that is not that: every acquisition fails with Error 69,
-  // `refusal` its message), or `unknown` (the server refused listIndexes: Unauthorized, 13). Throws Error (69)
-  // when the server cannot be reached.
-  struct UniqueIndexState {
+  // mongolock's unique indexes as its commands find them (one listIndexes each): the lock documents' program_1,
+  // the queue's name_1_seq_1 and the fencing tokens' name_1_fence_1, each `present` (an index on exactly its
+  // fields, unique, with no other option, whatever its name), `missing` (the next command that needs it creates
+  // it), `refused` (an index on its fields that is not that: the commands that need it fail with Error 69,
+  // `refusal` their message), or `unknown` (listIndexes not authorized; for program_1 the server's behaviour
+  // answers instead: unique_in_force()). `name`: "program_1". Throws Error (69) when the
+  // server cannot be reached.
+  struct IndexState {
+    std::string name;
     enum State { present, missing, refused, unknown } state;
     std::string refusal;
+    std::string of; // "the lock documents", "the queue", "the fencing tokens"
   };
-  [[nodiscard]] UniqueIndexState unique_index_state();
+  [[nodiscard]] std::vector<IndexState> index_states();
+  // Whether a unique index on {program: 1} is in force, from the server's behaviour: two lock documents of one
+  // reserved program ("#index-probe-<token>", expired at once) inserted, the second refused (MongoDB error
+  // 11000: duplicate key); both removed by _id. For where listIndexes is not authorized (red team 12b, G1).
+  [[nodiscard]] bool unique_in_force();
+  // ensure_indexes() where listIndexes was refused and createIndexes made nothing: unique_in_force(), else
+  // Error (69) saying so.
+  void prove_unique_index();
 
   // Creates a TTL index on expires_at that deletes documents `expire_after` past their expiry: garbage
   // collection only, the protocol never relies on it. Returns "" when created (or present), else the

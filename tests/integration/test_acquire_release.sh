@@ -402,10 +402,15 @@ non_unique_program_index_refused() {
   expect_exit 69 -- env MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name" --process "$HOST:1"
   assert_error_line "database is locked (517)"
   expect_exit 69 -- env MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name" --process "$HOST:2"
-  # Refused (13): FerretDB's createIndexes over the non-unique index proves nothing; MongoDB refuses it (85).
+  # Refused (13): FerretDB's createIndexes over the non-unique index proves nothing, and neither would a server
+  # that called itself MongoDB (red team 12b, G1): two probe documents of one program are both stored, refused.
+  # (MongoDB's createIndexes refuses the conflict itself, 85.)
   proxy fail listIndexes times 1 error 13 msg "not authorized on mongolock to execute command { listIndexes: ... }"
   expect_exit 69 -- env MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name" --process "$HOST:1"
-  assert_eq "$(python3 "$ITEST_DIR/mongo.py" count)" 0 "lock documents stored"
+  if [[ $(python3 "$ITEST_DIR/mongo.py" is-ferretdb) == 1 ]]; then
+    assert_error_line "two lock documents of one program were both stored"
+  fi
+  assert_eq "$(python3 "$ITEST_DIR/mongo.py" count)" 0 "lock documents stored (the probes removed)"
   # doctor names it and fails as acquire does (red team 12, F4).
   expect_exit 69 -- ml doctor
   assert_matches "$OUT" "^unique index program_1: refused"
@@ -430,15 +435,15 @@ non_unique_program_index_refused() {
 
 # The unique index, once it exists, is read (listIndexes), not created again: on FerretDB every createIndexes
 # takes the registry's write lock (docs/compatibility.md). Where the server refuses the read (a role without
-# listIndexes: Unauthorized, 13), createIndexes decides: believed when it made the index, and when it made
-# nothing only from MongoDB, which compares the options (FerretDB answers the same over a non-unique index).
+# listIndexes: Unauthorized, 13), createIndexes decides when it made the index; when it made nothing, the
+# server's behaviour does: a second lock document of one program must be refused (FerretDB answers "all
+# indexes already exist" over a non-unique index too, and a server's name is no proof: red team 12b, G1).
 # A listIndexes is sent once: libmongoc's retryable read sent it again after a lost connection, each copy with
 # the whole socket timeout (red team 12, F2: 20 s where createIndexes took 10 s).
 existing_index_listed_not_created() {
   local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_ix
-  local name ferretdb
+  local name
   name=$(lock_name)
-  ferretdb=$(python3 "$ITEST_DIR/mongo.py" is-ferretdb) || fail "cannot ask the server what it is"
   failproxy_start
   proxy fail listIndexes times 1 error 13 msg "not authorized on mongolock to execute command { listIndexes: ... }"
   expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name"
@@ -448,13 +453,11 @@ existing_index_listed_not_created() {
   assert_commands "$ERR" "3 (endSessions 1, insert 1, listIndexes 1)"
   expect_exit 0 -- ml release "$name"
   proxy fail listIndexes times 1 error 13 msg "not authorized on mongolock to execute command { listIndexes: ... }"
-  if [[ $ferretdb == 1 ]]; then
-    expect_exit 69 -- env MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name"
-    assert_error_line "grant the user listIndexes on it"
-  else
-    expect_exit 0 -- env MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name"
-    expect_exit 0 -- ml release "$name"
-  fi
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" -v acquire "$name"
+  assert_contains "$ERR" "a second document of one program was refused (11000)"
+  assert_contains "$ERR" "server commands: 7 (createIndexes 1, delete 1, endSessions 1, insert 3, listIndexes 1)"
+  expect_exit 0 -- ml release "$name"
+  assert_eq "$(python3 "$ITEST_DIR/mongo.py" count)" 0 "lock documents left (the probes removed)"
   proxy fail listIndexes times 1 close-after
   expect_exit 69 -- env MONGOLOCK_DEBUG_COMMANDS=1 MONGOLOCK_URI="$FP_URI" "$MONGOLOCK_BIN" acquire "$name"
   assert_contains "$ERR" "listIndexes on mongolock.$MONGOLOCK_COLLECTION failed"

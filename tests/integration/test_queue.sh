@@ -99,8 +99,8 @@ push_wakes_the_head() {
 
 # What a join sends (issue 30), on collections of its own: the lock's unique index, which the holder's acquire
 # created, is listed (listIndexes, a read: on FerretDB every createIndexes takes the registry's write lock), not
-# created again; the first waiter lists the queue's index, finds no queue, and creates it; a waiter that reads a
-# stored ticket knows the queue's index exists and sends nothing for it. Both still take the lock in order.
+# created again; the first waiter lists the queue's index, finds no queue, and creates it; the second lists it
+# and creates nothing (a stored ticket is no proof of the index: red team 12b, G2). Both take the lock in order.
 join_creates_the_queue_index_once() {
   local -x MONGOLOCK_COLLECTION=${MONGOLOCK_COLLECTION}_join
   local name w1 w2
@@ -124,7 +124,8 @@ join_creates_the_queue_index_once() {
   assert_eq "$(sent createIndexes w1 "$queue")" 1 "createIndexes of the queue's index by the first waiter"
   assert_eq "$(sent listIndexes w2 "$locks")" 1 "listIndexes of the locks' index by the second waiter"
   assert_eq "$(sent createIndexes w2 "$locks")" 0 "createIndexes of the locks' index by the second waiter"
-  assert_eq "$(sent listIndexes w2 "$queue")$(sent createIndexes w2 "$queue")" 00 "the queue's index by the second waiter"
+  assert_eq "$(sent listIndexes w2 "$queue")" 1 "listIndexes of the queue's index by the second waiter"
+  assert_eq "$(sent createIndexes w2 "$queue")" 0 "createIndexes of the queue's index by the second waiter"
   assert_eq "$(ticket_count "$name")" "0" "tickets left in the queue"
   python3 "$ITEST_DIR/mongo.py" drop
 }
@@ -137,9 +138,15 @@ non_unique_queue_index_refused() {
   name=$(lock_name)
   ml acquire "$name" --process "$HOLDER" >/dev/null
   python3 "$ITEST_DIR/mongo.py" index-on _queue by_seq name seq
+  # An old ticket in the queue (expired) is no proof of the index (red team 12b, G2: it was taken for one).
+  python3 "$ITEST_DIR/mongo.py" insert-ticket "$name" 1 "$HOST:1" -60
   expect_exit 69 -- ml run "$name" --wait 5s -- true
   assert_error_line "its index by_seq on {name: 1, seq: 1} is not unique, and the queue's order needs a unique one"
   assert_contains "$ERR" 'dropIndex("by_seq")'
+  # doctor names it and fails as the waiter did (red team 12b, G3).
+  expect_exit 69 -- ml doctor
+  assert_matches "$OUT" "^unique index name_1_seq_1: refused"
+  assert_error_line "its index by_seq on {name: 1, seq: 1} is not unique"
   python3 "$ITEST_DIR/mongo.py" drop
 }
 
@@ -596,7 +603,7 @@ run_case "six waiters started 200ms apart get the lock in that order" six_waiter
 run_case "only the first three in line follow the events; the rest move up and keep the order" only_the_first_follow_events
 run_case "--no-push: waiters poll and still get the lock in order" polling_without_push_keeps_order
 run_case "a release wakes the head of the queue at once; an un-waited release is one command" push_wakes_the_head
-run_case "index commands of a join: the lock's listed; the queue's listed and created by the first waiter only" join_creates_the_queue_index_once
+run_case "index commands of a join: the lock's listed; the queue's listed by each waiter, created by the first" join_creates_the_queue_index_once
 run_case "a queue index on (name, seq) that is not unique is refused, for the queue's order" non_unique_queue_index_refused
 run_case "a running holder marks its own lock for waiters; waiters never write a lock document" run_holder_marks_itself
 run_case "a waiter killed with SIGKILL holds up the queue only until its ticket lease ends" killed_waiter_skipped_after_its_lease

@@ -388,6 +388,11 @@ TEST_CASE("index_difference: only the plain unique index on exactly {program: 1}
   CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": true, "collation": {"locale": "en"}})") ==
         "collation");
   CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": true, "hidden": true})") == "hidden");
+  // `unique` only as true or a number other than 0: a string from a server or proxy is no unique index.
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": "yes"})") == "not unique");
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": 0})") == "not unique");
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": {"$numberLong": "1"}})").empty());
+  CHECK(difference(R"({"key": {"program": 1}, "name": "p", "unique": {}})") == "not unique");
   // Another key: not this index (createIndexes decides; the server refuses a name clash itself).
   CHECK(difference(R"({"key": {"program": -1}, "name": "program_1", "unique": true})") == "other fields");
   CHECK(difference(R"({"key": {"program": 2}, "name": "p", "unique": true})") == "other fields");

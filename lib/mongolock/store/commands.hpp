@@ -127,7 +127,8 @@ void tickets_filter(const std::vector<std::string>& names, bson_t* out);
 
 // How the index `spec` (one document of a listIndexes reply) differs from the index on exactly `fields`
 // (ascending, in this order) that MongoStore creates, unique when `unique`: "" when it is that index (its key
-// those fields, each numerically 1, of any BSON number type; `unique` as asked; no option but v, name and ns,
+// those fields, each numerically 1, of any BSON number type; `unique` as asked, where only a boolean true or a
+// number other than 0 is unique (a string is not: red team 12b, G4); no option but v, name and ns,
 // whatever its name), "other fields" for another key, "not unique" / "unique", or the first other option
 // ("sparse", "partial" for partialFilterExpression, "collation", ..., at most 40 bytes of the server's key).
 // MongoStore accepts the first, refuses an index on its unique index's fields with any other answer

@@ -228,7 +228,9 @@ struct MongoStore::Impl {
     // could take one name)").
     const char* needs = "";
   };
-  static const Index k_lock_index; // program_1 of the lock documents: the one the exclusion rests on
+  static const Index k_lock_index;  // program_1 of the lock documents: the one the exclusion rests on
+  static const Index k_queue_index; // name_1_seq_1 of the queue's tickets: one place in line per seq
+  static const Index k_fence_index; // name_1_fence_1 of the fencing tokens: one holder per token
   mongoc_collection_t* open(CollectionPtr& handle, std::string_view suffix, const Index* index = nullptr,
                             bool* indexed = nullptr) {
     if (!handle) {
@@ -236,7 +238,9 @@ struct MongoStore::Impl {
       handle.reset(mongoc_client_get_collection(client.get(), config.database.c_str(), name.c_str()));
     }
     if (index != nullptr && (indexed == nullptr || !*indexed)) {
-      ensure_index(handle.get(), *index);
+      if (!ensure_index(handle.get(), *index) && is_ferretdb()) {
+        throw unavailable_error(unverified_index(handle.get(), *index));
+      }
       if (indexed != nullptr) *indexed = true;
     }
     return handle.get();
@@ -322,9 +326,14 @@ struct MongoStore::Impl {
   // Error (69, index_refusal()) when an index on its fields is there that is not plain: MongoDB's createIndexes
   // refuses such a conflict itself, FerretDB v1's answers "all indexes already exist" over a non-unique index
   // of the same name and creates nothing, and two holders could then insert one name. So a createIndexes that
-  // created nothing is believed only when a second listing shows the plain index, or, where listIndexes is
-  // refused, from MongoDB (which compares the options), never from FerretDB (is_ferretdb()).
-  void ensure_index(mongoc_collection_t* target, const Index& index);
+  // made nothing (try_create_index()) is believed only when a second listing shows the plain index; Error (69)
+  // too when a listing said more indexes follow and none of the first 1,000 was it (no server keeps that many:
+  // MongoDB allows 64). Returns false, unverified, only where listIndexes was refused (13) and createIndexes
+  // made nothing: the caller proves the index by the server's behaviour (MongoStore::prove_unique_index(), the
+  // lock documents') or refuses on FerretDB (open(): the queue's and the fences'); true otherwise.
+  [[nodiscard]] bool ensure_index(mongoc_collection_t* target, const Index& index);
+  // The refusal for an unverified `index` of `target` (ensure_index() false).
+  [[nodiscard]] std::string unverified_index(mongoc_collection_t* target, const Index& index) const;
 
   // (Re)creates the client, collection handles and monitoring: connectTimeoutMS and
   // serverSelectionTimeoutMS `connect`, socketTimeoutMS `socket` (at least 1ms each).
@@ -333,7 +342,7 @@ struct MongoStore::Impl {
   // The queue collection, opened on first use; with `ensure_index`, its unique index on (name, seq) is
   // created first (once per store).
   mongoc_collection_t* queue_collection(bool ensure_index = false);
-  bool queue_indexed = false; // created, or known to exist (a stored ticket was read: tickets())
+  bool queue_indexed = false; // listed or created by this client
 
   // The runs collection, opened on first use; with `ensure_index`, its index on (name, ended_at) is created
   // first (once per client).

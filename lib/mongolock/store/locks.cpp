@@ -256,7 +256,10 @@ std::string index_difference(const bson_t* spec, std::initializer_list<const cha
       }
       key_matches = same && field == fields.end();
     } else if (option == "unique") {
-      is_unique = bson_iter_as_bool(&it);
+      // true, or a number other than 0 (older servers list 1); a string or anything else is no unique index
+      is_unique = BSON_ITER_HOLDS_BOOL(&it)     ? bson_iter_bool(&it)
+                  : BSON_ITER_HOLDS_NUMBER(&it) ? bson_iter_as_double(&it) != 0.0
+                                                : false;
     } else if (option != "v" && option != "name" && option != "ns" && other.empty()) {
       other = option == "partialFilterExpression" ? "partial" : std::string(option.substr(0, 40));
     }
@@ -447,11 +450,7 @@ std::int64_t MongoStore::next_fence(std::string_view name) {
   auto& impl = *m_impl;
   impl.connect();
   if (!impl.fences) {
-    const MongoStore::Impl::Index unique{"name_1_fence_1",
-                                         {"name", "fence"},
-                                         true,
-                                         "the fencing tokens need a unique one (two holders could get one token)"};
-    (void)impl.open(impl.fences, "_fences", &unique);
+    (void)impl.open(impl.fences, "_fences", &MongoStore::Impl::k_fence_index);
   }
   // Highest token so far, plus one; a concurrent allocation of the same value loses on the unique index
   // and tries the next one.
