@@ -802,8 +802,9 @@ MongoStore::Impl::IndexListing MongoStore::Impl::list_index(mongoc_collection_t*
         listing.difference = difference;
       }
     }
+    bson_iter_t top;
     bson_iter_t id;
-    listing.complete = bson_iter_init(&id, reply.get()) && bson_iter_find_descendant(&id, "cursor.id", &id) &&
+    listing.complete = bson_iter_init(&top, reply.get()) && bson_iter_find_descendant(&top, "cursor.id", &id) &&
                        BSON_ITER_HOLDS_NUMBER(&id) && bson_iter_as_int64(&id) == 0;
   }
   return listing;
@@ -923,7 +924,8 @@ std::vector<MongoStore::IndexState> MongoStore::index_states() {
       state.state = IndexState::unknown;
     } else if (!listing.complete) {
       state.state = IndexState::refused;
-      state.refusal = fmt::format("{}: listIndexes said more indexes follow the first 1000", impl.where({}));
+      state.refusal = fmt::format("{}.{}: listIndexes said more indexes follow the first 1000", impl.config.database,
+                                  mongoc_collection_get_name(target));
     }
     states.push_back(std::move(state));
   };
