@@ -21,7 +21,8 @@ mongolock stored). Standard library only: a minimal BSON codec and OP_MSG, no au
     mongo.py insert-run KEY=VALUE...  insert a run document: KEY=text (its bytes as given, also invalid
                         UTF-8), KEY:int=N, KEY:date=EPOCH-MS, KEY:list=A,B (strings): what another client
                         (or an older run) could have stored; --times N first: N such documents
-                        in one insert (KEY:date values then grow by 1 ms per document)
+                        in one insert (KEY:date values then grow by 1 ms per document; "{i}" in a value
+                        becomes the document's number)
     mongo.py unique-index SUFFIX FIELD  create a unique index on FIELD of collection <collection>SUFFIX
     mongo.py index SUFFIX NAME FIELD  create an index NAME on FIELD of <collection>SUFFIX, not unique (as an
                         operator's createIndex by hand)
@@ -266,6 +267,7 @@ def main():
             for arg in args:
                 key, _, value = arg.partition("=")
                 key, _, kind = key.partition(":")
+                value = value.replace("{i}", str(i))  # the document's number, for values that must differ
                 if kind == "int":
                     doc[key] = int(value)
                 elif kind == "date":

@@ -653,6 +653,38 @@ duration_never_short() {
     "no duration below the command's 50 ms"
 }
 
+
+# A purge whose executed runs' skip counts all grow (here 120 of one name, each named by a skipped attempt) sends
+# them in updates of at most 25 statements: FerretDB v1.24.2 keeps every matched statement's query open on a
+# pooled connection until the command ends, and an update of 101 such statements never ended and wedged the
+# whole server (its pool is 100; session 12's CI). On a private server, so that a regression wedges only it.
+purge_updates_in_small_batches() {
+  local ferretdb port dir name now
+  ferretdb=$(prog=history && source "$REPO_ROOT/scripts/lib.sh" && ferretdb_path)
+  [[ -x $ferretdb ]] || fail "no FerretDB at $ferretdb: run scripts/setup"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  dir=$T/db
+  mkdir -p "$dir"
+  "$ferretdb" --handler=sqlite --sqlite-url="file:$dir/" --state-dir="$dir" --telemetry=disable --log-level=warn \
+    --listen-addr="127.0.0.1:$port" >"$T/server.log" 2>&1 &
+  track $!
+  local -x MONGOLOCK_URI="mongodb://127.0.0.1:$port/" MONGOLOCK_TEST_URI="mongodb://127.0.0.1:$port/"
+  wait_until 15 python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2).close()' "$port"
+  name=$(lock_name)
+  now=$(python3 "$ITEST_DIR/mongo.py" now)
+  python3 "$ITEST_DIR/mongo.py" insert-run --times 120 name="$name" outcome=ok exit_code:int=0 host=planted \
+    "process=planted:{i}" "lock=planted-lock-{i}" started_at:date=$((now - 60000)) ended_at:date=$((now - 50000))
+  python3 "$ITEST_DIR/mongo.py" insert-run --times 120 name="$name" outcome=skipped exit_code:int=75 host=other \
+    "process=other:{i}" "held_lock=planted-lock-{i}" ended_at:date=$((now - 55000))
+  expect_exit 0 -- env MONGOLOCK_DEBUG_COMMANDS=1 MONGOLOCK_HISTORY_PURGE_EVERY=1 "$MONGOLOCK_BIN" -v run "$name" -- true
+  assert_matches "$ERR" "server commands: .*update 5[,)]" # 120 counts in 5 updates of at most 25
+  expect_exit 0 -- ml history "$name" --limit 3 # the server still answers
+  python3 "$ITEST_DIR/mongo.py" runs "$name" >"$T/runs.json"
+  # Every planted run the purge kept got its count (the purge keeps the newest --history-keep of them).
+  [[ $(python3 -c 'import json, sys; r = [x for x in json.load(open(sys.argv[1])) if x.get("host") == "planted"]
+print(len(r) > 0 and all(x.get("skips") == 1 for x in r))' "$T/runs.json") == True ]] ||
+    fail_with "a planted run without its skip count" runs "$T/runs.json"
+}
 run_case "every outcome is recorded with its exit status, signal, holder, command and server times" outcomes_of_every_kind
 run_case "history: aligned table newest first, summary, NAME, --limit, --since" history_table_and_summary
 run_case "a run's duration is never shorter than its command ran (30 runs of sleep 0.05)" duration_never_short
@@ -670,4 +702,5 @@ run_case "metrics file: replaced whole (a reader never sees a partial file)" met
 run_case "a metrics file over 64 KiB keeps every name; one it cannot read is kept as it was" metrics_file_keeps_every_name
 run_case "recorded command: redacted, at most 32 arguments of 256 bytes" recorded_command_is_redacted_and_bounded
 run_case "stored runs with control characters are escaped in history and status" hostile_stored_runs_are_escaped
+run_case "a purge's skip counts go in updates of at most 25 statements (FerretDB's pool)" purge_updates_in_small_batches
 finish

@@ -309,6 +309,16 @@ std::vector<RunRecord> MongoStore::runs_holding(std::string_view name, const std
                         "read of the runs that held the locks");
 }
 
+namespace {
+
+// The statements of one update command at most. FerretDB v1.24.2 keeps the query of every statement that matched
+// a document open, each on a connection of its pool, until the command ends: an update of 101 matching statements
+// waits for a 101st of its 100 SQLite connections (50 by default on PostgreSQL) and never ends, with the
+// registry's lock taken, and the server answers nothing more (docs/compatibility.md; 99 statements: 0.2 s).
+constexpr std::size_t k_statements_per_update = 25;
+
+} // namespace
+
 void MongoStore::update_skips(const std::vector<RunRecord>& runs) {
   auto& impl = *m_impl;
   impl.connect();
@@ -318,34 +328,38 @@ void MongoStore::update_skips(const std::vector<RunRecord>& runs) {
   // a filter of _id alone, which FerretDB's SQLite backend serves by its primary key (any other field in it is a
   // scan of the whole collection per update: 4-6 s for 6 runs among 3,300 on a loaded machine, near the
   // operation timeout), and $max, so that two purges counting at once never lower a count.
-  Bson command;
-  BSON_APPEND_UTF8(command.get(), "update", mongoc_collection_get_name(collection));
-  bson_t updates;
-  BSON_APPEND_ARRAY_BEGIN(command.get(), "updates", &updates);
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    bson_t update, query, change, counts, fields;
-    bson_append_document_begin(&updates, std::to_string(i).c_str(), -1, &update);
-    BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &query);
-    append_id(&query, runs[i].id);
-    bson_append_document_end(&update, &query);
-    BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &change);
-    BSON_APPEND_DOCUMENT_BEGIN(&change, "$max", &counts);
-    BSON_APPEND_INT64(&counts, "skips", runs[i].skips);
-    BSON_APPEND_INT64(&counts, "skip_hosts", runs[i].skip_hosts);
-    bson_append_document_end(&change, &counts);
-    BSON_APPEND_DOCUMENT_BEGIN(&change, "$set", &fields);
-    append_string_array(&fields, "skipped_on", runs[i].skipped_on);
-    bson_append_document_end(&change, &fields);
-    bson_append_document_end(&update, &change);
-    bson_append_document_end(&updates, &update);
-  }
-  bson_append_array_end(command.get(), &updates);
-  BSON_APPEND_BOOL(command.get(), "ordered", false);
-  Reply reply;
-  bson_error_t error;
-  if (!mongoc_collection_write_command_with_opts(collection, command.get(), impl.write_opts.get(), reply.get(),
-                                                 &error)) {
-    impl.fail("update of the skip counts", error, "_runs");
+  // At most k_statements_per_update statements a command (FerretDB's pool, below).
+  for (std::size_t first = 0; first < runs.size(); first += k_statements_per_update) {
+    const std::size_t last = std::min(runs.size(), first + k_statements_per_update);
+    Bson command;
+    BSON_APPEND_UTF8(command.get(), "update", mongoc_collection_get_name(collection));
+    bson_t updates;
+    BSON_APPEND_ARRAY_BEGIN(command.get(), "updates", &updates);
+    for (std::size_t i = first; i < last; ++i) {
+      bson_t update, query, change, counts, fields;
+      bson_append_document_begin(&updates, std::to_string(i - first).c_str(), -1, &update);
+      BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &query);
+      append_id(&query, runs[i].id);
+      bson_append_document_end(&update, &query);
+      BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &change);
+      BSON_APPEND_DOCUMENT_BEGIN(&change, "$max", &counts);
+      BSON_APPEND_INT64(&counts, "skips", runs[i].skips);
+      BSON_APPEND_INT64(&counts, "skip_hosts", runs[i].skip_hosts);
+      bson_append_document_end(&change, &counts);
+      BSON_APPEND_DOCUMENT_BEGIN(&change, "$set", &fields);
+      append_string_array(&fields, "skipped_on", runs[i].skipped_on);
+      bson_append_document_end(&change, &fields);
+      bson_append_document_end(&update, &change);
+      bson_append_document_end(&updates, &update);
+    }
+    bson_append_array_end(command.get(), &updates);
+    BSON_APPEND_BOOL(command.get(), "ordered", false);
+    Reply reply;
+    bson_error_t error;
+    if (!mongoc_collection_write_command_with_opts(collection, command.get(), impl.write_opts.get(), reply.get(),
+                                                   &error)) {
+      impl.fail("update of the skip counts", error, "_runs");
+    }
   }
 }
 
@@ -359,32 +373,36 @@ void MongoStore::record_last_runs(const std::vector<RunRecord>& runs) {
   // {update: "<collection>_lastrun", updates: [{q: {_id: NAME, ended_at: {$lt: T}}, u: {run as stored, _id
   // NAME, run_id}, upsert: true}, ...]}: a newer run's document does not match, so the upsert tries an insert
   // and fails on the duplicate _id: the newer one stays.
-  Bson command;
-  BSON_APPEND_UTF8(command.get(), "update", mongoc_collection_get_name(last));
-  bson_t updates;
-  BSON_APPEND_ARRAY_BEGIN(command.get(), "updates", &updates);
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    bson_t update, query, replacement;
-    bson_append_document_begin(&updates, std::to_string(i).c_str(), -1, &update);
-    BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &query);
-    append_string(&query, "_id", runs[i].name);
-    append_date_condition(&query, "ended_at", "$lt", runs[i].ended_at);
-    bson_append_document_end(&update, &query);
-    BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &replacement);
-    append_string(&replacement, "_id", runs[i].name);
-    to_bson(runs[i], &replacement, /*with_id=*/false);
-    append_string(&replacement, "run_id", runs[i].id);
-    bson_append_document_end(&update, &replacement);
-    BSON_APPEND_BOOL(&update, "upsert", true);
-    bson_append_document_end(&updates, &update);
-  }
-  bson_append_array_end(command.get(), &updates);
-  BSON_APPEND_BOOL(command.get(), "ordered", false);
-  Reply reply;
-  bson_error_t error;
-  // A duplicate _id (a newer run's document) is a write error in the reply: nothing to do.
-  if (!mongoc_collection_write_command_with_opts(last, command.get(), impl.write_opts.get(), reply.get(), &error)) {
-    impl.fail("update of the last run", error, "_lastrun");
+  // At most k_statements_per_update statements a command (FerretDB's pool, below).
+  for (std::size_t first = 0; first < runs.size(); first += k_statements_per_update) {
+    const std::size_t end = std::min(runs.size(), first + k_statements_per_update);
+    Bson command;
+    BSON_APPEND_UTF8(command.get(), "update", mongoc_collection_get_name(last));
+    bson_t updates;
+    BSON_APPEND_ARRAY_BEGIN(command.get(), "updates", &updates);
+    for (std::size_t i = first; i < end; ++i) {
+      bson_t update, query, replacement;
+      bson_append_document_begin(&updates, std::to_string(i - first).c_str(), -1, &update);
+      BSON_APPEND_DOCUMENT_BEGIN(&update, "q", &query);
+      append_string(&query, "_id", runs[i].name);
+      append_date_condition(&query, "ended_at", "$lt", runs[i].ended_at);
+      bson_append_document_end(&update, &query);
+      BSON_APPEND_DOCUMENT_BEGIN(&update, "u", &replacement);
+      append_string(&replacement, "_id", runs[i].name);
+      to_bson(runs[i], &replacement, /*with_id=*/false);
+      append_string(&replacement, "run_id", runs[i].id);
+      bson_append_document_end(&update, &replacement);
+      BSON_APPEND_BOOL(&update, "upsert", true);
+      bson_append_document_end(&updates, &update);
+    }
+    bson_append_array_end(command.get(), &updates);
+    BSON_APPEND_BOOL(command.get(), "ordered", false);
+    Reply reply;
+    bson_error_t error;
+    // A duplicate _id (a newer run's document) is a write error in the reply: nothing to do.
+    if (!mongoc_collection_write_command_with_opts(last, command.get(), impl.write_opts.get(), reply.get(), &error)) {
+      impl.fail("update of the last run", error, "_lastrun");
+    }
   }
 }
 
