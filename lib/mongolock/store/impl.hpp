@@ -292,13 +292,6 @@ struct MongoStore::Impl {
   bool try_create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
                         bool unique, std::optional<Millis> expire_after, bson_error_t& error,
                         bool* created_nothing = nullptr) const;
-  void create_index(mongoc_collection_t* target, const char* name, std::initializer_list<const char*> fields,
-                    bool unique, std::optional<Millis> expire_after) const {
-    bson_error_t error;
-    if (!try_create_index(target, name, fields, unique, expire_after, error)) {
-      fail(fmt::format("createIndexes ({})", name), error, target);
-    }
-  }
 
   // What one listIndexes says of `index` in `target`: `plain` when an index on exactly its fields (ascending,
   // in this order), unique as it is, with no other option than its name and version is there, whatever its
@@ -322,7 +315,7 @@ struct MongoStore::Impl {
   // and the dropIndex that ends it (by name, or by key where the name is long or not plain text).
   [[nodiscard]] std::string index_refusal(mongoc_collection_t* target, const Index& index,
                                           const IndexListing& listing) const;
-  // `index` listed (list_index()), else created (createIndexes; Error as create_index()). For a unique index,
+  // `index` listed (list_index()), else created (createIndexes; Error as fail()). For a unique index,
   // Error (69, index_refusal()) when an index on its fields is there that is not plain: MongoDB's createIndexes
   // refuses such a conflict itself, FerretDB v1's answers "all indexes already exist" over a non-unique index
   // of the same name and creates nothing, and two holders could then insert one name. So a createIndexes that
